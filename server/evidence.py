@@ -1,0 +1,1 @@
+"""MCP tools: evidence (being written)."""

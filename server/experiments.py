@@ -1,0 +1,1 @@
+"""MCP tools: experiments (being written)."""

@@ -1,0 +1,1 @@
+"""MCP tools: journal (being written)."""

@@ -1,0 +1,1 @@
+"""MCP tools: live (being written)."""

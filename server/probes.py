@@ -1,0 +1,1 @@
+"""MCP tools: probes (being written)."""

@@ -1,0 +1,1 @@
+"""MCP tools: skills (being written)."""

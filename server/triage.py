@@ -1,0 +1,1 @@
+"""MCP tools: triage (being written)."""

@@ -1,0 +1,72 @@
+"""Shared test helpers: a real MCP client, in-process or over stdio against `python -m server`."""
+
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import time
+
+import anyio
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PYTHON = sys.executable
+
+
+@asynccontextmanager
+async def stdio_client(workspace: Path, *server_args: str, env: dict | None = None):
+    """A real MCP client talking to `python -m server --workspace W` over stdio."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "server", "--workspace", str(workspace), *server_args],
+        cwd=str(ROOT), env={"PYTHONPATH": str(ROOT), **(env or {})},
+    )
+    async with Client(params) as client:
+        yield client
+
+
+@asynccontextmanager
+async def inprocess_client(workspace: Path, allow_read: list[str] | None = None):
+    """The in-process client (`mcp.client.Client(server)`) with the server confined to `workspace`."""
+    from mcp.client import Client
+
+    from server.app import configure, mcp
+
+    configure(workspace, allow_read)
+    async with Client(mcp) as client:
+        yield client
+
+
+def run(coro_fn, *args):
+    """Run an async test body: `run(body)` where `async def body(): ...`."""
+    return anyio.run(coro_fn, *args)
+
+
+def text_of(result) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def no_stray_processes():
+    """Fails the test if it leaves a child process of the test runner behind."""
+    before = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
+    yield
+    for _ in range(50):
+        left = [p for p in psutil.Process(os.getpid()).children(recursive=True)
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"stray processes: {[(p.pid, p.cmdline()) for p in left]}"

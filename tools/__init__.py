@@ -1,0 +1,1 @@
+"""mltriage diagnostics: plain Python, no MCP. Each public function returns a pydantic report."""

@@ -1,0 +1,115 @@
+"""Load a target factory ("path/file.py:make_target" or "pkg.module:make_target") in the user's Python.
+
+The factory returns a mapping or an object with: model (required), batch or data, loss_fn(model, batch)
+(unless the model returns a loss), optimizer or make_optimizer(params), num_classes, task.
+"""
+
+import importlib
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+from mltriage_io import UserCodeError
+
+
+class TargetSpecError(ValueError):
+    pass
+
+
+def _import_factory(spec: str, workspace: str):
+    if ":" not in spec:
+        raise TargetSpecError(f"target {spec!r} must look like 'file.py:make_target' or 'pkg.module:make_target'")
+    where, name = spec.rsplit(":", 1)
+    for p in (workspace,):
+        if p and p not in sys.path:
+            sys.path.insert(0, p)
+    try:
+        if where.endswith(".py"):
+            path = Path(where)
+            path = path if path.is_absolute() else Path(workspace) / path
+            if not path.exists():
+                raise TargetSpecError(f"target file {where!r} does not exist")
+            sys.path.insert(0, str(path.parent))
+            mod_name = "mltriage_target_" + path.stem
+            module_spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[mod_name] = module
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except TargetSpecError:
+        raise
+    except BaseException as e:  # their module raised while importing
+        raise UserCodeError("import", e) from e
+    factory = getattr(module, name, None)
+    if factory is None or not callable(factory):
+        raise TargetSpecError(f"{where!r} has no callable {name!r}")
+    return factory
+
+
+class Target:
+    def __init__(self, raw):
+        get = raw.get if isinstance(raw, dict) else (lambda k, d=None: getattr(raw, k, d))
+        self.model = get("model")
+        if self.model is None:
+            raise TargetSpecError("the factory returned no 'model'")
+        self.batch = get("batch")
+        self.data = get("data")
+        if self.batch is None and self.data is None:
+            raise TargetSpecError("the factory returned neither 'batch' nor 'data'")
+        self.loss_fn = get("loss_fn")
+        self.optimizer = get("optimizer")
+        self.make_optimizer_fn = get("make_optimizer")
+        self.num_classes = get("num_classes")
+        self.task = get("task")
+
+    def first_batch(self):
+        if self.batch is not None:
+            return self.batch
+        return next(iter(self.data))
+
+    def batches(self, n: int):
+        """n batches: cycling through `data`, or the one `batch` repeated."""
+        if self.data is None:
+            return [self.batch] * n
+        out = list(itertools.islice(iter(self.data), n))
+        while out and len(out) < n:
+            out += out[: n - len(out)]
+        return out
+
+    def make_optimizer(self, params):
+        """A fresh optimizer of the user's kind over `params` (their make_optimizer, else AdamW 3e-4)."""
+        import torch
+        if self.make_optimizer_fn is not None:
+            return self.make_optimizer_fn(params)
+        return torch.optim.AdamW(params, lr=3e-4)
+
+    def get_optimizer(self):
+        """The user's optimizer as configured (their param groups and lr), else a default one."""
+        if self.optimizer is not None:
+            return self.optimizer
+        if self.make_optimizer_fn is not None:
+            return self.make_optimizer_fn(self.model.parameters())
+        import torch
+        return torch.optim.AdamW(self.model.parameters(), lr=3e-4)
+
+    def loss(self, model, batch):
+        if self.loss_fn is not None:
+            return self.loss_fn(model, batch)
+        out = model(**batch) if isinstance(batch, dict) else model(batch)
+        loss = getattr(out, "loss", None)
+        if loss is None and isinstance(out, dict):
+            loss = out.get("loss")
+        if loss is None:
+            raise TargetSpecError("no loss_fn given and the model output has no 'loss'")
+        return loss
+
+
+def load_target(spec: str, workspace: str) -> Target:
+    factory = _import_factory(spec, workspace)
+    try:
+        raw = factory()
+    except BaseException as e:
+        raise UserCodeError("make_target", e) from e
+    return Target(raw)

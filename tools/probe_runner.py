@@ -1,0 +1,176 @@
+"""Runs a probe file from tools/probe/ in the user's interpreter (DESIGN: two processes, two Pythons).
+
+The probe gets a job directory holding `args.json`; it appends progress lines to `progress.jsonl`
+and writes `result.json` last. Its own process group is killed whole on timeout or cancel, so a
+hung target, a DataLoader worker or a torchrun child never outlives the request.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import psutil
+
+from tools.errors import TriageError
+
+PROBE_DIR = Path(__file__).resolve().parent / "probe"
+TAIL_BYTES = 8000
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def choose_python(python: str | None, workspace_root: Path) -> str:
+    """The user's interpreter: the argument, else $MLTRIAGE_PYTHON, else the workspace's .venv, else ours."""
+    for candidate, why in ((python, "the python argument"), (os.environ.get("MLTRIAGE_PYTHON"), "MLTRIAGE_PYTHON")):
+        if candidate:
+            found = shutil.which(candidate) or (candidate if Path(candidate).is_file() else None)
+            if not found:
+                raise TriageError(f"interpreter {candidate!r} from {why} was not found",
+                                  "Pass the path of the python that has your torch, e.g. '.venv/bin/python'")
+            return found
+    venv = workspace_root / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+@dataclass
+class ProbeOutcome:
+    result: dict | None          # the probe's result.json, None if it never wrote one
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    stdout_tail: str
+    stderr_tail: str
+    python: str
+
+    @property
+    def crashed_by(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+    def failure(self) -> str | None:
+        """Why there is no usable result, in words, or None when the probe answered."""
+        if self.result is not None:
+            return None
+        if self.timed_out:
+            return f"the probe did not finish within {self.duration_s:.0f} s and was killed with its process group"
+        if self.crashed_by:
+            return f"the probe process died with {self.crashed_by} (a crash in native code, e.g. a segfault)"
+        return f"the probe exited with code {self.returncode} without writing a result"
+
+
+def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the probe's process group and any descendant that left it (setsid, daemons)."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+async def run_probe(
+    probe: str,
+    args: dict,
+    *,
+    workspace_root: Path,
+    python: str | None = None,
+    timeout_s: float = 120.0,
+    on_progress: ProgressFn | None = None,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> ProbeOutcome:
+    """Run `tools/probe/<probe>` (or `command`, for script mode) and collect its result.
+
+    `command` replaces the default `[python, probe_file, job_dir]`; the job dir is then passed in
+    the environment as MLTRIAGE_JOB so injected instruments can find it.
+    """
+    interpreter = choose_python(python, workspace_root)
+    probe_file = PROBE_DIR / probe
+    if command is None and not probe_file.exists():
+        raise TriageError(f"unknown probe {probe!r}", "This is a bug in mltriage; report it")
+    job = Path(tempfile.mkdtemp(prefix="mltriage-"))
+    try:
+        (job / "args.json").write_text(json.dumps({**args, "workspace": str(workspace_root)}))
+        full_env = {**os.environ, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1"}
+        argv = command or [interpreter, str(probe_file), str(job)]
+        start = time.monotonic()
+        with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err:
+            try:
+                proc = subprocess.Popen(argv, cwd=workspace_root, env=full_env, stdin=subprocess.DEVNULL,
+                                        stdout=out, stderr=err, start_new_session=True)
+            except OSError as e:
+                raise TriageError(f"could not start {argv[0]!r}: {e}", "Check the interpreter / command path")
+        timed_out, seen = False, 0
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > timeout_s:
+                    timed_out = True
+                    kill_tree(proc)
+                    break
+                seen = await _forward_progress(job / "progress.jsonl", seen, on_progress)
+                await anyio.sleep(0.05)
+            await _forward_progress(job / "progress.jsonl", seen, on_progress)
+        except BaseException:  # cancelled request: nothing may outlive it
+            kill_tree(proc)
+            raise
+        kill_tree(proc)  # reap stragglers such as data-loader workers left behind
+        result = None
+        if (job / "result.json").exists():
+            try:
+                result = json.loads((job / "result.json").read_text())
+            except (OSError, ValueError):
+                result = None
+        return ProbeOutcome(result, proc.returncode, timed_out, time.monotonic() - start,
+                            _tail(job / "stdout"), _tail(job / "stderr"), interpreter)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+async def _forward_progress(path: Path, seen: int, on_progress: ProgressFn | None) -> int:
+    if on_progress is None or not path.exists():
+        return seen
+    with open(path, "rb") as f:
+        f.seek(seen)
+        chunk = f.read()
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    for line in complete.splitlines():
+        try:
+            p = json.loads(line)
+            await on_progress(float(p["progress"]), p.get("total"), p.get("message"))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return seen + len(complete)
