@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent
 
+from server.skillpack import SkillsExtension
 from tools.errors import TriageError
 from tools.report import Report
 from tools.workspace import Workspace
@@ -23,7 +24,7 @@ grad_norm_snapshot, data_check) or let triage walk the decision tree. Do not cha
 hyperparameters before the probes have ruled out a bug. After a fix: journal_append and
 write_regression_test. Paths are relative to the workspace."""
 
-mcp = MCPServer("mltriage", instructions=INSTRUCTIONS)
+mcp = MCPServer("mltriage", instructions=INSTRUCTIONS, extensions=[SkillsExtension()])
 
 workspace = Workspace(Path.cwd())
 
