@@ -1,1 +1,117 @@
-"""MCP tools: experiments (being written)."""
+"""MCP tools: experiments -- did the fix help, is a sweep's effect real, what does a loss look like, where does a step go."""
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from server.core import progress_reporter, reply, tool, ws
+from tools.compare import CompareReport, compare_runs as _compare_runs
+from tools.errors import TriageError
+from tools.profiling import ProfileReport, profile_steps as _profile_steps
+from tools.surface import SurfaceReport, loss_surface as _loss_surface, split_function_spec
+from tools.sweeps import SweepReport, sweep_analysis as _sweep_analysis
+
+Python = Annotated[str | None, Field(description="interpreter with your torch (default: MLTRIAGE_PYTHON, else the workspace's .venv, else the server's)")]
+
+
+def _check_spec(spec: str, kind: str) -> str:
+    """A 'file.py:name' spec must name a file inside the workspace; 'pkg.module:name' is imported as is."""
+    where, _ = split_function_spec(spec) if kind == "function" else _split_target(spec)
+    if where:
+        ws().existing_file(where)
+    return spec.strip()
+
+
+def _split_target(spec: str) -> tuple[str, str]:
+    spec = (spec or "").strip()
+    if ":" not in spec or not spec.rsplit(":", 1)[1].isidentifier():
+        raise TriageError(f"target {spec!r} must look like 'train.py:make_target' or 'pkg.module:make_target'",
+                          "Name a no-argument function returning {'model', 'batch' or 'data', 'loss_fn', ...}")
+    where, name = spec.rsplit(":", 1)
+    return (where, name) if where.endswith(".py") else ("", spec)
+
+
+@tool
+def compare_runs(
+    before: Annotated[str, Field(description="log of the run before the fix, relative to the workspace")],
+    after: Annotated[str, Field(description="log of the re-run after the fix")],
+    metric: Annotated[str, Field(description="series to compare, as log_metrics names it (loss, val_loss, acc, ...)")] = "loss",
+    plot: Annotated[bool, Field(description="attach a PNG overlay of both curves")] = False,
+) -> Annotated[CallToolResult, CompareReport]:
+    """Validate a fix: compare one metric of two logs aligned by step and get a verdict improved / no_change / worse.
+
+    Returns final and best values, steps to reach the before-run's best, curve shapes, non-finite counts and the
+    evidence behind the verdict. Call it after a short re-run of the fixed script; 'no_change' means the fix did
+    not touch the symptom -- go back to the probes instead of tuning hyperparameters.
+    """
+    report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot)
+    return reply(report, images=[png] if png else None)
+
+
+@tool
+def sweep_analysis(
+    path: Annotated[str, Field(description="sweep results: CSV/TSV, JSON lines, a JSON list, or a folder of per-run .json files")],
+    metric: Annotated[str, Field(description="the outcome column, e.g. 'val_loss' (nested JSON keys as 'summary.val_loss')")],
+    param: Annotated[str, Field(description="the swept parameter column, e.g. 'lr'")],
+    group: Annotated[str | None, Field(description="column naming the sweep/group; comparisons stay within a group")] = None,
+    seed: Annotated[str, Field(description="the seed column")] = "seed",
+) -> Annotated[CallToolResult, SweepReport]:
+    """Tell a real hyperparameter effect from a lucky seed: per value, t-statistic of within-(group, seed) z-scores.
+
+    |t| > 2 with >= 4 seeds reads as reliable; also a Pearson trend for numeric params, and warnings for
+    single-seed groups, missing seeds, confounding columns that also vary, and NaN (diverged) runs.
+    Read the warnings before the t-statistics.
+    """
+    p = ws().read_path(path)
+    if not p.exists():
+        raise TriageError(f"{path!r} does not exist (looked at {p})", "Paths are relative to the workspace " + str(ws().root))
+    return reply(_sweep_analysis(p, metric, param, group, seed))
+
+
+@tool
+async def loss_surface(
+    function: Annotated[str, Field(description="'losses.py:my_loss' (relative to the workspace) or 'pkg.module:my_loss': "
+                                               "a function of two tensors (x, y) returning the loss per point")],
+    x_range: Annotated[list[float], Field(min_length=2, max_length=2, description="[low, high] of the first input")],
+    y_range: Annotated[list[float], Field(min_length=2, max_length=2, description="[low, high] of the second input")],
+    n: Annotated[int, Field(ge=2, le=200, description="grid points per axis")] = 60,
+    plot: Annotated[bool, Field(description="attach the contour + descent-arrow PNG")] = True,
+    python: Python = None,
+    timeout_s: Annotated[float, Field(ge=1, le=3600, description="wall-clock limit for the evaluation")] = 120.0,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, SurfaceReport]:
+    """Map one loss component before training on it: values and autograd gradients on an n x n grid.
+
+    Runs in your interpreter. Returns a table at representative inputs (zero, small, typical, corners) and flags
+    non-finite regions (log(0), 0/0), dead zones (zero gradient), and axis imbalance (gradient ratio > 1000),
+    with a contour + negative-gradient quiver PNG. Use it when a loss goes NaN or a metric will not move.
+    """
+    report, png = await _loss_surface(_check_spec(function, "function"), x_range, y_range, n, plot,
+                                      workspace_root=ws().root, python=python, timeout_s=timeout_s,
+                                      on_progress=progress_reporter(ctx))
+    return reply(report, images=[png] if png else None)
+
+
+@tool
+async def profile_steps(
+    target: Annotated[str | None, Field(description="target factory 'train.py:make_target' (or 'pkg.module:make_target')")] = None,
+    command: Annotated[list[str] | None, Field(description="your training command instead, e.g. ['python', 'train.py', '--steps', '100']; "
+                                                          "a leading 'python' becomes your interpreter")] = None,
+    steps: Annotated[int, Field(ge=1, le=1000, description="optimizer steps to profile after 2 warmup steps")] = 20,
+    python: Python = None,
+    timeout_s: Annotated[float, Field(ge=1, le=3600, description="wall-clock limit; the process group is killed after it")] = 300.0,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, ProfileReport]:
+    """Find where a slow training step spends its time, with torch.profiler over a few steps.
+
+    Returns top operators and modules by self time, the optimizer's and the data loader's share of the step,
+    and every host-device synchronisation (.item(), .cpu(), print(tensor), float(tensor), cuda.synchronize)
+    with the file:line that made it; a slow_throughput finding names the cause. Script mode stops your script
+    once the profiled steps are done.
+    """
+    if target is not None:
+        target = _check_spec(target, "target")
+    return reply(await _profile_steps(target, command, steps, workspace_root=ws().root, python=python,
+                                      timeout_s=timeout_s, on_progress=progress_reporter(ctx)))

@@ -1,0 +1,43 @@
+"""mltriage's step profiler, put on PYTHONPATH by profile_steps(command=...). Stdlib only; never breaks the run.
+
+Python imports the first `sitecustomize` on sys.path, so this one first runs the user's own (if they
+have one), then arms mltriage_profile, which installs torch's global optimizer-step hooks once the
+script imports torch (it never imports torch itself, so helper processes that don't use it pay nothing).
+"""
+
+import os
+import sys
+
+
+def _chain_to_the_users_sitecustomize() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    ours = sys.modules.pop("sitecustomize", None)
+    hidden = [(i, p) for i, p in enumerate(sys.path) if os.path.abspath(p or os.curdir) == here]
+    for i, _ in reversed(hidden):
+        del sys.path[i]
+    try:
+        import sitecustomize  # noqa: F401 - the user's own, found further down sys.path
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            print(f"Error in the user's sitecustomize: {e!r}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - like site.py: report and carry on
+        print(f"Error in the user's sitecustomize: {e!r}", file=sys.stderr)
+    finally:
+        for i, p in hidden:
+            sys.path.insert(i, p)
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+
+
+_chain_to_the_users_sitecustomize()
+
+if os.environ.get("MLTRIAGE_JOB") and os.environ.get("MLTRIAGE_PROFILE"):
+    try:
+        probe_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if probe_dir not in sys.path:
+            sys.path.append(probe_dir)  # appended: the user's modules win; ours are all mltriage_-prefixed
+        import mltriage_profile
+
+        mltriage_profile.install_script_mode()
+    except Exception as e:  # noqa: BLE001 - the user's run matters more than our instrument
+        print(f"[mltriage] profiler disabled: {e!r}", file=sys.stderr)
