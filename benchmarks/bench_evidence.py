@@ -1,0 +1,173 @@
+"""Evidence tools against their anchors; prints a markdown table.
+
+    python benchmarks/bench_evidence.py            # full sizes: 100 MB and 2 GB tails, 1 GB log_metrics
+    python benchmarks/bench_evidence.py --quick    # 10 MB / 200 MB / 50 MB
+
+(a) stdio cold start, spawn -> tools/list answered, median of 5, next to an empty one-tool MCPServer
+    measured in the same run (interleaved), and whether importing the server pulls in torch;
+(b) tail_log(lines=50) on generated logs next to `tail -n 50` on the same files;
+(c) log_metrics on a generated training log: MB/s and peak RSS, measured in a fresh subprocess.
+Generated files live in a temp dir and are deleted afterwards.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+MB = 1 << 20
+
+EMPTY_SERVER = textwrap.dedent("""
+    from mcp.server.mcpserver import MCPServer
+    mcp = MCPServer("empty")
+
+    @mcp.tool()
+    def ping() -> str:
+        \"\"\"Answer pong.\"\"\"
+        return "pong"
+
+    mcp.run()
+""")
+
+
+async def _spawn_to_list(command: list[str], cwd: Path) -> float:
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(cwd), env={"PYTHONPATH": str(ROOT)})
+    t = time.perf_counter()
+    async with Client(params) as client:
+        await client.list_tools()
+        return time.perf_counter() - t
+
+
+def cold_start(tmp: Path, runs: int = 5) -> dict:
+    empty = tmp / "empty_server.py"
+    empty.write_text(EMPTY_SERVER)
+    ours, base = [], []
+    for _ in range(runs):  # interleaved so machine load hits both alike
+        ours.append(anyio.run(_spawn_to_list, [PY, "-m", "server", "--workspace", str(tmp)], ROOT))
+        base.append(anyio.run(_spawn_to_list, [PY, str(empty)], tmp))
+    heavy = subprocess.run([PY, "-c", "import sys, server.app; print(','.join(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))"],
+                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout.strip()
+    return {"ours": statistics.median(ours), "empty": statistics.median(base), "heavy": heavy or "none"}
+
+
+def _line(i: int, n: int, rnd: random.Random) -> str:
+    loss = 0.3 + 2.2 * (1 - i / n) ** 3 + rnd.gauss(0, 0.05)
+    return (f"2025-03-14 12:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d} INFO [train.py:212] step {i} | loss {loss:.4f} "
+            f"| lr {3e-4 * (1 - i / n):.3e} | grad_norm {0.5 + rnd.random():.3f} | 94.1 ms/it\n")
+
+
+def write_log(path: Path, size: int, sparse_head: int = 0) -> None:
+    """A realistic training log of `size` bytes; with `sparse_head`, the first bytes are a hole (fast, no disk)."""
+    rnd = random.Random(0)
+    with open(path, "wb") as f:
+        if sparse_head:
+            f.truncate(sparse_head)
+            f.seek(sparse_head)
+        n_est = max(1, (size - sparse_head) // 120)
+        i, written = 0, sparse_head
+        while written < size:
+            buf = []
+            for _ in range(20000):
+                buf.append(_line(i, n_est, rnd))
+                if i % 500 == 0:
+                    buf.append(f"2025-03-14 12:00:00,000 INFO [train.py:240] eval step {i} val_loss {0.4 + 2.2 * (1 - i / n_est) ** 3:.4f} val_acc {i / n_est:.3f}\n")
+                if i % 5000 == 0:
+                    buf.append("/w/train.py:88: UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.\n")
+                i += 1
+            data = "".join(buf).encode()[: size - written]
+            f.write(data)
+            written += len(data)
+
+
+def bench_tail(path: Path, runs: int = 21) -> tuple[float, float]:
+    from tools.logs import tail_log
+
+    ours, tail = [], []
+    for _ in range(runs):
+        t = time.perf_counter()
+        tail_log(path, 50)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run(["tail", "-n", "50", str(path)], stdout=subprocess.DEVNULL, check=True)
+        tail.append(time.perf_counter() - t)
+    return statistics.median(ours), statistics.median(tail)
+
+
+MEASURE = textwrap.dedent("""
+    import json, resource, sys, time
+    from pathlib import Path
+    from tools.logs import log_metrics
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    r = log_metrics(Path(sys.argv[1]))
+    dt = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": dt, "bytes": r.bytes_read, "peak_kb": peak, "base_kb": base,
+                      "series": len(r.series), "points": max(s.count for s in r.series), "shape": r.shape}))
+""")
+
+
+def bench_metrics(path: Path) -> dict:
+    out = subprocess.run([PY, "-c", MEASURE, str(path)], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    return json.loads(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = ap.parse_args()
+    small, big, metrics_size = (10 * MB, 200 * MB, 50 * MB) if args.quick else (100 * MB, 2048 * MB, 1024 * MB)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mltriage-bench-") as d:
+        tmp = Path(d)
+        cs = cold_start(tmp)
+        rows.append(("stdio cold start, spawn -> tools/list (median of 5)", f"{cs['ours']:.2f} s",
+                     f"empty one-tool MCPServer: {cs['empty']:.2f} s", f"{cs['ours'] / cs['empty']:.2f}x",
+                     "<= 1.1x of empty (abs. 0.5 s)"))
+        rows.append(("heavy modules imported by the server", cs["heavy"], "", "", "none (no torch)"))
+
+        for size, sparse in ((small, 0), (big, big - 64 * MB)):
+            p = tmp / f"tail_{size // MB}.log"
+            write_log(p, size, sparse_head=sparse)
+            ours, tail = bench_tail(p)
+            kind = f"{size // MB} MB" + (" (sparse head, 64 MB text tail)" if sparse else "")
+            rows.append((f"tail_log lines=50, {kind}", f"{ours * 1000:.2f} ms", f"tail -n 50: {tail * 1000:.2f} ms",
+                         f"{ours / tail:.2f}x", "flat in size, <= 5 ms"))
+            p.unlink()
+
+        p = tmp / "metrics.log"
+        write_log(p, metrics_size)
+        m = bench_metrics(p)
+        p.unlink()
+        mbps = m["bytes"] / MB / m["seconds"]
+        rows.append((f"log_metrics, {metrics_size // MB} MB log ({m['points']:,} steps, {m['series']} series, shape {m['shape']})",
+                     f"{mbps:.0f} MB/s ({m['seconds']:.1f} s)", "", f"{mbps / 100:.2f}x of target", ">= 100 MB/s"))
+        rows.append(("log_metrics peak RSS (whole process)", f"{m['peak_kb'] / 1024:.0f} MB",
+                     f"after imports: {m['base_kb'] / 1024:.0f} MB", f"{m['peak_kb'] / 1024 / 300:.2f}x of limit", "<= 300 MB"))
+
+    load = os.getloadavg()
+    print(f"\nmachine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f}, Python {sys.version.split()[0]}\n")
+    print("| measurement | mltriage | anchor | ratio | target |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,408 @@
+"""tail_log and log_metrics on the logs people actually write (tools layer, no MCP)."""
+
+import json
+import math
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from tools import logs
+from tools.errors import TriageError
+from tools.logs import log_metrics, tail_log
+
+TRACEBACK = """\
+step 41 | loss 2.1
+Traceback (most recent call last):
+  File "/w/train.py", line 88, in <module>
+    main()
+  File "/w/train.py", line 60, in main
+    out = model(x)
+          ^^^^^^^^
+  File "/w/model.py", line 12, in forward
+    return self.fc(x.view(8, -1))
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x100 and 64x10)
+"""
+
+
+def write(p: Path, text: str | bytes) -> Path:
+    p.write_bytes(text.encode() if isinstance(text, str) else text)
+    return p
+
+
+def curve_log(path: Path, losses, extra=lambda i: "") -> Path:
+    with open(path, "w") as f:
+        for i, v in enumerate(losses):
+            f.write(f"step {i} | loss {v:.5g} | lr 1.0e-03{extra(i)}\n")
+    return path
+
+
+# ------------------------------------------------------------------ tail_log
+
+
+def test_traceback_is_one_event_with_type_message_and_innermost_frame(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", TRACEBACK), 50)
+    tbs = [e for e in r.events if e.kind == "traceback"]
+    assert len(tbs) == 1
+    tb = tbs[0]
+    assert tb.exception_type == "RuntimeError"
+    assert "mat1 and mat2" in tb.message
+    assert tb.frame == "/w/model.py:12 in forward"
+    assert tb.line == 10 and tb.line_from_end == 1
+    assert r.last_step == 41
+    assert [f.failure_mode for f in r.findings] == ["shape_mismatch"]
+
+
+def test_traceback_whose_header_is_above_the_window_is_still_named(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", "x\n" * 1000 + TRACEBACK), 3)
+    assert len(r.lines) == 3
+    tb = next(e for e in r.events if e.kind == "traceback")
+    assert tb.exception_type == "RuntimeError" and tb.frame.startswith("/w/model.py:12")
+    assert tb.line == 1010 and r.first_line_number == 1008  # absolute line numbers: the read reached the start
+
+
+def test_torchrun_rank_prefixed_oom_traceback(tmp_path):
+    text = ("[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "/w/train.py", line 5, in <module>\n'
+            "[rank1]:     loss.backward()\n"
+            "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    r = tail_log(write(tmp_path / "t.log", text), 50)
+    tb = next(e for e in r.events if e.kind == "traceback")
+    assert tb.exception_type == "torch.OutOfMemoryError"
+    assert "oom" in {e.kind for e in r.events}
+    assert r.findings[0].failure_mode == "oom"
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("step 10 loss nan", "nan_inf"),
+    ("grad_norm: inf", "nan_inf"),
+    ("RuntimeError: CUDA out of memory.", "oom"),
+    ("[E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)", "nccl"),
+    ("NCCL WARN Net/IB : Got completion with error", "nccl"),
+    ("Killed", "killed"),
+    ("torch.distributed.elastic.multiprocessing.api: exitcode: -9", "killed"),
+    ("Segmentation fault (core dumped)", "segfault"),
+    ("Fatal Python error: Aborted", "segfault"),
+    ("/w/train.py:3: UserWarning: To copy construct from a tensor", "warning"),
+])
+def test_each_event_kind_is_recognised(tmp_path, line, kind):
+    r = tail_log(write(tmp_path / "t.log", f"step 1 ok\n{line}\n"), 10)
+    assert [e.kind for e in r.events] == [kind]
+    assert r.events[0].line == 2
+
+
+def test_plain_words_are_not_nan_events(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", "inference info: nanoGPT loaded, infinite loader\n"), 10)
+    assert r.events == []
+
+
+def test_repeated_warning_is_reported_once_with_a_count(tmp_path):
+    text = "".join(f"step {i}\nUserWarning: grad is None\n" for i in range(30))
+    r = tail_log(write(tmp_path / "t.log", text), 60)
+    warns = [e for e in r.events if e.kind == "warning"]
+    assert len(warns) == 1 and warns[0].count == 30
+
+
+def test_survives_crlf_tqdm_ansi_and_invalid_utf8(tmp_path):
+    data = (b"step 1 | loss 2.0\r\n"
+            b"\x1b[32mgreen step 2\x1b[0m\r\n"
+            b"Epoch 0:  10%|#  | 10/100 [00:01<00:09]\r Epoch 0:  50%|#####  | 50/100 [00:05<00:05]\n"
+            b"bad bytes \xff\xfe here\n")
+    r = tail_log(write(tmp_path / "t.log", data), 10)
+    assert r.lines[0] == "step 1 | loss 2.0"
+    assert r.lines[1] == "green step 2"
+    assert r.lines[2].strip().startswith("Epoch 0:  50%")  # the last state of the \r bar
+    assert "\ufffd" in r.lines[3]
+    assert r.last_step == 50
+
+
+def test_a_one_megabyte_line_is_shortened_not_fatal(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", "a" * (1 << 20) + "\nstep 7 loss 1\n"), 5)
+    assert len(r.lines) == 2 and len(r.lines[0]) < 5000 and "chars cut" in r.lines[0]
+    assert r.last_step == 7
+
+
+def test_empty_file_gives_no_lines(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", ""), 50)
+    assert r.lines == [] and r.events == [] and r.last_step is None and r.size_bytes == 0
+
+
+def test_reads_only_the_end_of_a_big_sparse_file(tmp_path):
+    p = tmp_path / "big.log"
+    with open(p, "wb") as f:
+        f.truncate(3 << 30)  # 3 GB hole: reading it all would take seconds and trip binary detection
+        f.seek(0, 2)
+        f.write(b"".join(b"step %d loss 1.0\n" % i for i in range(100)))
+    r = tail_log(p, 10)
+    assert r.lines[-1] == "step 99 loss 1.0" and r.first_line_number is None
+    assert r.events[0].line is None if r.events else True
+
+
+def test_file_truncated_while_being_read_is_read_again(tmp_path, monkeypatch):
+    p = write(tmp_path / "t.log", "".join(f"step {i}\n" for i in range(100000)))
+    real, calls = os.pread, []
+
+    def pread(fd, n, off):
+        if not calls:
+            calls.append(1)
+            with open(p, "w") as f:  # logrotate copytruncate happens mid-read
+                f.write("step 1\nstep 2 after rotation\n")
+        return real(fd, n, off)
+
+    monkeypatch.setattr(logs.os, "pread", pread)
+    r = tail_log(p, 5)
+    assert r.lines == ["step 1", "step 2 after rotation"]
+    assert any("truncated" in n for n in r.notes)
+
+
+def test_file_rotated_while_being_read_says_so(tmp_path, monkeypatch):
+    p = write(tmp_path / "t.log", "step 1\nstep 2\n")
+    real = os.pread
+
+    def pread(fd, n, off):
+        data = real(fd, n, off)
+        if p.exists():
+            p.rename(tmp_path / "t.log.1")
+            write(p, "new file\n")
+        return data
+
+    monkeypatch.setattr(logs.os, "pread", pread)
+    r = tail_log(p, 5)
+    assert r.lines == ["step 1", "step 2"] and any("rotated" in n for n in r.notes)
+
+
+def test_binary_file_is_refused_with_a_fix(tmp_path):
+    rnd = random.Random(0)
+    p = write(tmp_path / "model.pt", bytes(rnd.randrange(256) for _ in range(20000)))
+    with pytest.raises(TriageError, match="binary") as e:
+        tail_log(p, 10)
+    assert "inspect_checkpoint" in str(e.value)
+    with pytest.raises(TriageError, match="binary"):
+        log_metrics(p)
+
+
+def test_sparse_hole_from_copytruncate_is_not_called_binary(tmp_path):
+    r = tail_log(write(tmp_path / "t.log", b"\x00" * 5000 + b"step 3 loss 1.5\n"), 5)
+    assert r.lines == ["step 3 loss 1.5"]
+
+
+def test_stale_log_without_error_is_a_low_confidence_hang(tmp_path):
+    p = write(tmp_path / "t.log", "step 5 loss 1.0\n")
+    os.utime(p, (p.stat().st_atime - 3600, p.stat().st_mtime - 3600))
+    r = tail_log(p, 5)
+    assert r.stale_s >= 3599
+    assert [(f.failure_mode, f.confidence) for f in r.findings] == [("hang", 0.3)]
+
+
+# ------------------------------------------------------------------ log_metrics: formats
+
+
+def series(r, name):
+    return next(s for s in r.series if s.name == name)
+
+
+@pytest.mark.parametrize("fmt", [
+    "step {i} loss {v}", "step={i} loss={v}", "step: {i} loss: {v}", "| step {i} | loss {v} |",
+    '{{"step": {i}, "loss": {v}}}', "2024-01-01 10:00:00,123 INFO [train.py:42] it={i}, loss={v:.4f}",
+])
+def test_key_value_formats_give_the_same_series(tmp_path, fmt):
+    p = tmp_path / "m.log"
+    p.write_text("".join(fmt.format(i=i * 10, v=3.0 - i * 0.01) + "\n" for i in range(300)))
+    r = log_metrics(p)
+    s = series(r, "loss")
+    assert s.count == 300 and s.first_step == 0 and s.last_step == 2990
+    assert s.first == pytest.approx(3.0) and s.last == pytest.approx(0.01, abs=1e-3)
+    assert s.min == pytest.approx(0.01, abs=1e-3) and s.max == pytest.approx(3.0)
+    assert r.step_source in ("step", "it")
+
+
+def test_logger_location_is_not_a_series_and_warnings_do_not_break_the_columns(tmp_path):
+    p = tmp_path / "m.log"
+    with open(p, "w") as f:
+        for i in range(3000):
+            f.write(f"2025-03-14 12:00:00,{i % 1000:03d} INFO [train.py:212] step {i} | loss {2 - i / 3000:.4f}\n")
+            if i % 250 == 0:
+                f.write("/w/train.py:88: UserWarning: lr_scheduler.step() before optimizer.step()\n")
+            if i % 100 == 0:
+                f.write(f"2025-03-14 12:00:00,000 INFO [train.py:240] eval val_loss {2.1 - i / 3000:.4f}\n")
+    r = log_metrics(p)
+    assert sorted(s.name for s in r.series) == ["loss", "val_loss"]
+    assert series(r, "loss").count == 3000 and series(r, "val_loss").last_step == 2900
+
+
+def test_csv_with_header_and_empty_cells(tmp_path):
+    rows = ["epoch,step,loss,val_loss"] + [f"{i // 10},{i},{2 - i / 100},{'' if i % 10 else 2.1 - i / 100}" for i in range(100)]
+    p = tmp_path / "metrics.csv"
+    p.write_text("\n".join(rows) + "\n")
+    r = log_metrics(p)
+    assert series(r, "loss").count == 100
+    assert series(r, "val_loss").count == 10 and series(r, "val_loss").last_step == 90
+    assert series(r, "epoch").last == 9
+
+
+def test_hf_trainer_dict_lines_with_nan(tmp_path):
+    lines = [str({"loss": round(2 - i / 50, 4), "grad_norm": 1.5, "learning_rate": 5e-05, "epoch": round(i / 100, 2)}) for i in range(50)]
+    lines.append("{'loss': nan, 'grad_norm': nan, 'learning_rate': 5e-05, 'epoch': 0.5}")
+    lines.append("{'eval_loss': 1.3, 'eval_runtime': 2.5, 'epoch': 0.5}")
+    lines.append("{'train_runtime': 100.0, 'train_loss': 1.5, 'epoch': 0.5}")
+    p = tmp_path / "hf.log"
+    p.write_text("\n".join(lines) + "\n")
+    r = log_metrics(p)
+    s = series(r, "loss")
+    assert s.count == 51 and s.nonfinite == 1 and s.first_nonfinite_step == 0.5 and s.last == "nan"
+    assert series(r, "eval_loss").last == 1.3 and r.step_source == "epoch"
+    json.dumps(r.model_dump(mode="json"), allow_nan=False)  # NaN travels as a marker, never as a raw float
+
+
+def test_tqdm_lightning_postfix_with_carriage_returns(tmp_path):
+    bar = "".join(f"\rEpoch 0:  {i}%|##  | {i}/100 [00:01<00:09, 9.1it/s, loss={3 - i / 50:.3f}, v_num=0]" for i in range(1, 101))
+    p = write(tmp_path / "pl.log", bar + "\n")
+    s = series(log_metrics(p), "loss")
+    assert s.count == 100 and s.last_step == 100 and s.last == pytest.approx(1.0)
+
+
+def test_without_any_step_key_the_step_is_the_line_order(tmp_path):
+    p = tmp_path / "m.log"
+    p.write_text("".join(f"loss {5 - i / 100}\n" for i in range(200)))
+    r = log_metrics(p)
+    assert r.step_source == "line order" and series(r, "loss").first_step == 1 and series(r, "loss").last_step == 200
+
+
+def test_val_lines_without_step_take_the_last_train_step(tmp_path):
+    p = tmp_path / "m.log"
+    with open(p, "w") as f:
+        for i in range(1000):
+            f.write(f"step {i} loss {2 - i / 1000:.4f}\n")
+            if i % 100 == 99:
+                f.write(f"validation: val_loss {2 - i / 2000:.4f}\n")
+    s = series(log_metrics(p), "val_loss")
+    assert s.count == 10 and s.first_step == 99 and s.last_step == 999
+
+
+def test_names_filter_and_unknown_names(tmp_path):
+    p = curve_log(tmp_path / "m.log", [2.0] * 20)
+    r = log_metrics(p, names=["loss", "accuracy"])
+    assert [s.name for s in r.series] == ["loss"] and r.not_found == ["accuracy"]
+    assert any("available series" in n for n in r.notes)
+
+
+def test_mixed_shapes_across_chunks_match_the_slow_parser(tmp_path, monkeypatch):
+    """The template fast path must give exactly what the per-line parser gives."""
+    rnd = random.Random(3)
+    lines = []
+    for i in range(20000):
+        lines.append(f"12:00:{i % 60:02d} INFO step {i} | loss {rnd.uniform(0, 3):.4f} | lr {1e-3 * (1 - i / 20000):.3e}")
+        if i % 37 == 0:
+            lines.append(f"12:00:00 INFO eval step {i} val_loss {rnd.uniform(0, 3):.4f} acc {rnd.random():.3f}")
+        if i % 101 == 0:
+            lines.append("UserWarning: something")
+        if i == 15000:
+            lines.append("12:00:00 INFO step 15000 | loss nan | lr 1.000e-03")
+    p = tmp_path / "m.log"
+    p.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(logs, "_READ", 1 << 18)  # many chunks
+    fast = log_metrics(p)
+    monkeypatch.setattr(logs, "_MAX_TEMPLATES", 0)  # never learn a template: every line goes through the slow path
+    slow = log_metrics(p)
+    assert fast.model_dump() == slow.model_dump()
+    assert series(fast, "loss").count == 20001 and series(fast, "loss").nonfinite == 1
+    assert series(fast, "acc").count == len(range(0, 20000, 37))
+
+
+def test_long_run_keeps_a_bounded_curve_with_exact_stats(tmp_path, monkeypatch):
+    monkeypatch.setattr(logs, "_MAX_BUCKETS", 50)
+    monkeypatch.setattr(logs, "_READ", 1 << 16)
+    vals = [2 - i / 100000 for i in range(100000)]
+    vals[77777] = 9.0
+    p = curve_log(tmp_path / "m.log", vals)
+    seen = {}
+    monkeypatch.setattr(logs, "_Series", lambda name, cls=logs._Series: seen.setdefault(name, cls(name)))
+    s = series(log_metrics(p), "loss")
+    assert s.count == 100000 and s.max == 9.0 and s.min == pytest.approx(1.0, abs=1e-4) and s.last_step == 99999
+    curve = seen["loss"]
+    assert len(curve.b_n) <= 2 * 50 and sum(curve.b_n) == 100000
+    assert max(curve.b_max) == 9.0  # a one-step spike survives bucketing
+
+
+# ------------------------------------------------------------------ shapes -> findings
+
+
+def shape_of(tmp_path, losses, **kw):
+    r = log_metrics(curve_log(tmp_path / "c.log", losses, **kw))
+    return r.shape, [f.failure_mode for f in r.findings], r
+
+
+def noisy(f, n=2000, sd=0.02, seed=0):
+    rnd = random.Random(seed)
+    return [f(i) * (1 + rnd.gauss(0, sd)) for i in range(n)]
+
+
+def test_shape_decreasing_is_healthy(tmp_path):
+    shape, modes, _ = shape_of(tmp_path, noisy(lambda i: 0.3 + 2 * math.exp(-i / 300)))
+    assert shape == "decreasing" and modes == ["healthy"]
+
+
+def test_shape_nan_death_names_the_first_nonfinite_step(tmp_path):
+    shape, modes, r = shape_of(tmp_path, noisy(lambda i: 2 - i / 2000) [:1200] + [math.nan] * 800)
+    assert shape == "nan_death" and modes == ["nan_inf"]
+    assert series(r, "loss").first_nonfinite_step == 1200
+    assert r.findings[0].evidence[0].value == 1200
+
+
+def test_shape_spike_then_nan(tmp_path):
+    vals = noisy(lambda i: 2 - i / 4000)[:1500] + [50.0, 400.0, 3000.0] + [math.inf] * 10
+    shape, modes, _ = shape_of(tmp_path, vals)
+    assert shape == "spike_then_nan" and modes == ["nan_inf"]
+
+
+def test_shape_diverging_is_lr_too_high_or_exploding(tmp_path):
+    shape, modes, _ = shape_of(tmp_path, noisy(lambda i: 2 - i / 1000 if i < 800 else 1.2 + (i - 800) / 100))
+    assert shape == "diverging" and modes == ["lr_too_high", "exploding_gradients"]
+
+
+def test_shape_oscillating_is_lr_too_high(tmp_path):
+    shape, modes, _ = shape_of(tmp_path, [1.5 + (0.9 if i % 2 else -0.9) * (0.5 + (i % 7) / 10) for i in range(2000)])
+    assert shape == "oscillating" and modes == ["lr_too_high"]
+
+
+def test_shape_plateau_from_step_zero_gives_three_hypotheses(tmp_path):
+    shape, modes, r = shape_of(tmp_path, noisy(lambda i: 2.3026, sd=0.005))
+    assert shape == "plateau" and modes == ["data_pipeline", "lr_too_low", "bad_init"]
+    assert all(f.confidence <= 0.3 for f in r.findings)
+
+
+def test_shape_slow_burn_is_lr_too_low(tmp_path):
+    shape, modes, _ = shape_of(tmp_path, noisy(lambda i: 2.3 - i * 0.0002, sd=0.002))
+    assert shape == "slow_burn" and modes == ["lr_too_low"]
+
+
+def test_shape_hockey_stick(tmp_path):
+    shape, modes, _ = shape_of(tmp_path, noisy(lambda i: 0.8 + 8 * math.exp(-i / 15), sd=0.01))
+    assert shape == "hockey_stick" and modes == ["lr_too_high", "bad_init"]
+
+
+def test_shape_spike_and_recover(tmp_path):
+    vals = noisy(lambda i: 0.5 + 1.5 * math.exp(-i / 500), sd=0.01)
+    vals[1000] = 40.0
+    shape, modes, r = shape_of(tmp_path, vals)
+    assert shape == "spike_and_recover" and modes == ["data_pipeline"]
+    assert "1000" in r.findings[0].evidence[-1].value
+
+
+def test_shape_train_val_divergence_is_overfitting(tmp_path):
+    p = tmp_path / "tv.log"
+    with open(p, "w") as f:
+        for i in range(2000):
+            f.write(f"step {i} loss {2 * math.exp(-i / 400) + 0.05:.4f}\n")
+            if i % 50 == 0:
+                f.write(f"step {i} val_loss {1.0 + ((i - 700) / 1000) ** 2:.4f}\n")
+    r = log_metrics(p)
+    assert r.shape == "train_val_divergence" and r.val_series == "val_loss"
+    assert [f.failure_mode for f in r.findings] == ["overfitting"]
+
+
+def test_plot_returns_a_png_with_lr_axis(tmp_path):
+    r = log_metrics(curve_log(tmp_path / "c.log", noisy(lambda i: 2 - i / 3000, n=300)), plot=True)
+    assert r.png and r.png.startswith(b"\x89PNG")
+    assert "png" not in r.model_dump()

@@ -1,0 +1,1115 @@
+"""Training logs: the tail with typed events (`tail_log`), and metric series with a loss-curve shape (`log_metrics`).
+
+Both read the file themselves and survive what real logs contain: invalid UTF-8, CRLF, tqdm `\\r`
+bars, ANSI colours, megabyte lines, files truncated or rotated while being read.
+"""
+
+import math
+import os
+import re
+import time
+from collections import deque
+from itertools import compress, repeat
+from operator import is_not
+from pathlib import Path
+from typing import Callable, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+from tools.errors import TriageError
+from tools.report import Evidence, Finding, Num, Report, is_finite
+
+# --------------------------------------------------------------------------- shared text hygiene
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# C0 control bytes that never appear in a text log (tab, LF, VT, FF, CR, ESC excluded)
+_CTRL = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
+_NUL_RUN = re.compile(rb"\x00{16,}")  # a sparse hole left by copytruncate rotation, not binary content
+
+
+def _looks_binary(sample: bytes) -> bool:
+    sample = _NUL_RUN.sub(b"", sample)
+    if not sample:
+        return False
+    bad = len(sample) - len(sample.translate(None, _CTRL))
+    return bad / len(sample) > 0.05
+
+
+def _binary_error(path: Path) -> TriageError:
+    return TriageError(f"{path.name} looks like a binary file, not a text log (NUL/control bytes)",
+                       "Pass the text log the run writes (stdout/stderr redirect, *.log, *.jsonl, *.csv); "
+                       "for a checkpoint use inspect_checkpoint")
+
+
+def _open_error(path: Path, e: OSError) -> TriageError:
+    if isinstance(e, PermissionError):
+        return TriageError(f"{path.name} is not readable (permission denied)",
+                           "Fix its permissions (chmod o+r) or copy it into the workspace")
+    if isinstance(e, IsADirectoryError):
+        return TriageError(f"{path.name} is a directory, not a file", "Pass the log file inside it")
+    if isinstance(e, FileNotFoundError):
+        return TriageError(f"{path} disappeared while being read (rotated or deleted)", "Call the tool again")
+    return TriageError(f"cannot read {path.name}: {e.strerror or e}", "Check that the path is a regular text file")
+
+
+def _clean(raw: bytes) -> str:
+    """One physical line -> text: last state of a `\\r` progress bar, no CR, no ANSI, no NULs."""
+    if b"\r" in raw:
+        parts = [p for p in raw.split(b"\r") if p.strip()]
+        raw = parts[-1] if parts else b""
+    text = raw.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text
+
+
+_MAX_LINE = 4000
+
+
+def _shorten(text: str, limit: int = _MAX_LINE) -> str:
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} ... [{len(text) - head - tail} chars cut] ... {text[-tail:]}"
+
+
+# --------------------------------------------------------------------------- tail_log
+
+EventKind = Literal["traceback", "nan_inf", "oom", "nccl", "killed", "segfault", "warning"]
+
+
+class LogEvent(BaseModel):
+    kind: EventKind
+    line: int | None = Field(None, description="1-based line number in the file; null when the tail window did not reach the start of the file")
+    line_from_end: int = Field(description="1 = the last line of the file")
+    text: str
+    exception_type: str | None = None
+    message: str | None = None
+    frame: str | None = Field(None, description="innermost frame of a traceback: file:line in function")
+    count: int = Field(1, description="how many times this same event repeats in the window (reported once)")
+
+
+class TailLogReport(Report):
+    path: str
+    size_bytes: int
+    lines: list[str]
+    first_line_number: int | None = Field(None, description="file line number of lines[0], when known")
+    events: list[LogEvent]
+    last_step: int | None
+    stale_s: float = Field(description="seconds since the file was last written")
+    notes: list[str] = Field(default_factory=list)
+
+    def headline(self) -> str:
+        kinds = sorted({e.kind for e in self.events})
+        return (f"{self.path}: {len(self.lines)} lines from the end, last step {self.last_step}, "
+                f"written {self.stale_s:.0f}s ago; events: {', '.join(kinds) or 'none'}")
+
+
+_TB_HEAD = re.compile(r"^(?P<prefix>.*?)Traceback \(most recent call last\):\s*$")
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault)|[A-Za-z_][\w.]*\.[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
+_KIND_RES: list[tuple[str, re.Pattern]] = [
+    ("oom", re.compile(r"out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|oom-kill|\bOOM\b", re.I)),
+    ("nccl", re.compile(r"^(?=.*nccl)(?=.*(?:error|warn|timeout|timed out|abort|fail))|Watchdog caught collective", re.I)),
+    ("segfault", re.compile(r"Segmentation fault|SIGSEGV|SIGBUS|Bus error|core dumped|Fatal Python error|signal 11\b|SIGABRT", re.I)),
+    ("killed", re.compile(r"(?:^|\s)Killed\b|SIGKILL|SIGTERM|[Ss]ignal (?:9|15)\b|exit ?code\W{0,3}-?(?:9|137|143)\b")),
+    ("nan_inf", re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w])|non-finite|not finite", re.I)),
+    ("warning", re.compile(r"\w*Warning:|\bWARN(?:ING)?\b|^\[W\d*\s")),
+]
+_EVENT_HINT = re.compile(r"nan|inf(?!o)|finite|memory|oom|nccl|collective|segment|sigsegv|sigbus|bus error|core dump|"
+                         r"fatal|signal|sig(?:abrt|kill|term)|killed|exit ?code|warn|^\[W", re.I)
+_STEP_IN_LINE = re.compile(
+    r"(?<![\w.])(?:global_step|step|iteration|iter)['\"]?\s*[:= ]\s*(\d+)|(?<![\w.])it\s*[:=]\s*(\d+)|\|\s*(\d+)/\d+\s*\[", re.I)
+
+_BLOCK = 64 * 1024
+_MAX_TAIL = 16 * 1024 * 1024
+_CONTEXT = 200  # extra lines read above the window so a traceback's header is seen
+
+
+def _read_tail(fd: int, size: int, want: int) -> tuple[bytes, bool]:
+    """The last `want` lines (bounded bytes) by reading backwards; (data, reached start of file)."""
+    chunks: list[bytes] = []
+    pos, newlines, total = size, 0, 0
+    while pos > 0 and newlines <= want and total < _MAX_TAIL:
+        n = min(max(_BLOCK, total), pos, _MAX_TAIL - total)
+        pos -= n
+        chunk = os.pread(fd, n, pos)
+        if len(chunk) < n:
+            raise _Shrunk()
+        chunks.append(chunk)
+        newlines += chunk.count(b"\n")
+        total += n
+    return b"".join(reversed(chunks)), pos == 0
+
+
+class _Shrunk(Exception):
+    """The file got shorter while we read it (truncated in place)."""
+
+
+def tail_log(path: Path, lines: int = 50) -> TailLogReport:
+    """The last `lines` lines of a log and the events in them; reads from the end, cost independent of size."""
+    notes: list[str] = []
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise _open_error(path, e) from e
+    try:
+        for _attempt in range(4):
+            st = os.fstat(fd)
+            try:
+                data, at_start = _read_tail(fd, st.st_size, lines + _CONTEXT)
+                break
+            except _Shrunk:
+                notes.append("the file was truncated while being read; read again from its new end")
+        else:
+            raise TriageError(f"{path.name} keeps shrinking while being read", "Call tail_log again in a moment")
+        try:
+            now_st = os.stat(path)
+            if (now_st.st_ino, now_st.st_dev) != (st.st_ino, st.st_dev):
+                notes.append("the file was rotated while being read: this is the old file's tail; "
+                             "call tail_log again for the new one")
+        except OSError:
+            notes.append("the file was removed while being read: this is its last content")
+    except OSError as e:
+        raise _open_error(path, e) from e
+    finally:
+        os.close(fd)
+
+    if _looks_binary(data[-65536:]):
+        raise _binary_error(path)
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the final newline ends the last line; it does not start a new one
+    if not at_start and len(raw_lines) > 1:
+        raw_lines = raw_lines[1:]  # the first one is cut mid-line
+    skipped = max(0, len(raw_lines) - lines - _CONTEXT)  # read more than needed: block-sized reads
+    raw_lines = raw_lines[skipped:]
+    if len(data) >= _MAX_TAIL and len(raw_lines) <= lines:
+        notes.append(f"lines are very long: read only the last {_MAX_TAIL >> 20} MB")
+    text = [_clean(r) for r in raw_lines]
+    window_start = max(0, len(text) - lines)
+    first_no = 1 + skipped if at_start else None
+
+    def line_no(i: int) -> int | None:
+        return None if first_no is None else first_no + i
+
+    events = _events(text, window_start, line_no)
+    last_step = None
+    for t in reversed(text[window_start:]):
+        m = _STEP_IN_LINE.search(t)
+        if m:
+            last_step = int(next(g for g in m.groups() if g))
+            break
+    report = TailLogReport(
+        path=str(path), size_bytes=st.st_size, lines=[_shorten(t) for t in text[window_start:]],
+        first_line_number=line_no(window_start), events=events, last_step=last_step,
+        stale_s=round(max(0.0, time.time() - st.st_mtime), 1), notes=notes,
+    )
+    report.findings = _tail_findings(report)
+    return report
+
+
+def _events(text: list[str], window_start: int, line_no: Callable[[int], int | None]) -> list[LogEvent]:
+    n = len(text)
+    found: list[tuple[int, LogEvent]] = []
+    in_frames: set[int] = set()
+    i = 0
+    while i < n:
+        head = "Traceback" in text[i] and _TB_HEAD.match(text[i])
+        starts_mid = i == 0 and _FRAME.match(text[i])  # the window began inside a traceback
+        if not (head or starts_mid):
+            i += 1
+            continue
+        prefix = head.group("prefix") if head else ""
+        j, frame = (i + 1 if head else i), None
+        while j < n:
+            body = text[j][len(prefix):] if prefix and text[j].startswith(prefix) else text[j]
+            fm = _FRAME.match(body)
+            if fm:
+                frame = f"{fm['file']}:{fm['line']} in {(fm['func'] or '?').strip()}"
+            if body[:1].isspace() or not body.strip():
+                in_frames.add(j)
+                j += 1
+                continue
+            break
+        if j < n:
+            body = text[j][len(prefix):] if prefix and text[j].startswith(prefix) else text[j]
+            em = _EXC.match(body.strip())
+            etype = em["type"] if em else body.split(":", 1)[0].strip()[:200]
+            msg = (em["msg"] if em else body.split(":", 1)[-1]).strip() if ":" in body else ""
+            found.append((j, LogEvent(kind="traceback", line=line_no(j), line_from_end=n - j,
+                                      text=_shorten(text[j], 1000), exception_type=etype,
+                                      message=_shorten(msg, 1000), frame=frame)))
+        in_frames.update(range(i, j))
+        i = j + 1 if j > i else i + 1
+
+    for k in range(max(0, window_start - 1), n):
+        if k in in_frames:
+            continue
+        t = _shorten(text[k], 8000)  # keeps every search linear and cheap on megabyte lines
+        if not _EVENT_HINT.search(t):
+            continue  # one cheap pass rules out most lines
+        for kind, rx in _KIND_RES:
+            if rx.search(t):
+                found.append((k, LogEvent(kind=kind, line=line_no(k), line_from_end=n - k, text=_shorten(t, 1000))))
+                break  # one kind per line: the most specific one (order of _KIND_RES)
+
+    # keep events in the window, one per distinct (kind, text), with a repeat count
+    merged: dict[tuple[str, str], LogEvent] = {}
+    for k, ev in sorted(found, key=lambda x: x[0]):
+        if k < window_start:
+            continue
+        key = (ev.kind, re.sub(r"\d+", "#", ev.text))
+        if key in merged:
+            ev.count = merged.pop(key).count + 1
+        merged[key] = ev
+    out = list(merged.values())
+    tracebacks = [e for e in out if e.kind == "traceback"]
+    rest = [e for e in out if e.kind != "traceback"][-50:]
+    return sorted(tracebacks + rest, key=lambda e: -e.line_from_end)
+
+
+def _tail_findings(r: TailLogReport) -> list[Finding]:
+    src = f"tail_log {Path(r.path).name}"
+    out: list[Finding] = []
+    kinds = {e.kind for e in r.events}
+    for e in r.events:
+        if e.kind != "traceback":
+            continue
+        where = f"line {e.line}" if e.line else f"{e.line_from_end} lines from the end"
+        ev = [Evidence(what="exception", value=f"{e.exception_type}: {e.message}"[:300], source=f"{src} {where}")]
+        if e.frame:
+            ev.append(Evidence(what="innermost frame", value=e.frame, source=src))
+        low = f"{e.exception_type} {e.message}".lower()
+        if "out of memory" in low or "outofmemory" in low:
+            mode, fix = "oom", "Reduce the batch size or sequence length, accumulate gradients, or checkpoint activations; check gpu_status for other processes holding memory"
+        elif re.search(r"shape|size mismatch|must match the size|mat1 and mat2|expected input.*to have", low):
+            mode, fix = "shape_mismatch", "Assert the tensor shapes at the frame named here and fix the producer of the wrong shape"
+        elif re.search(r"\bnan\b|\binf\b|non-finite", low):
+            mode, fix = "nan_inf", "Run nan_hook_run to find the first op that produces the non-finite value"
+        else:
+            mode, fix = "exception", f"Open {e.frame or 'the innermost frame'} and fix the cause of {e.exception_type}"
+        out.append(Finding(failure_mode=mode, confidence=0.9, summary=f"the run crashed with {e.exception_type}",
+                           evidence=ev, fix=fix, location=e.frame))
+    tb_modes = {f.failure_mode for f in out}
+
+    def first(kind: str) -> LogEvent:
+        return next(e for e in reversed(r.events) if e.kind == kind)
+
+    if "oom" in kinds and "oom" not in tb_modes:
+        e = first("oom")
+        out.append(Finding(failure_mode="oom", confidence=0.8, summary="the log reports running out of memory",
+                           evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
+                           fix="Reduce batch size / sequence length, accumulate gradients, checkpoint activations; check gpu_status"))
+    if "nan_inf" in kinds and "nan_inf" not in tb_modes:
+        e = first("nan_inf")
+        out.append(Finding(failure_mode="nan_inf", confidence=0.6, summary="a NaN/Inf value appears in the log",
+                           evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
+                           fix="log_metrics gives the first non-finite step; nan_hook_run finds the op"))
+    if "nccl" in kinds:
+        e = first("nccl")
+        out.append(Finding(failure_mode="hang", confidence=0.6, summary="NCCL reports an error or a collective timeout",
+                           evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
+                           fix="Find the rank that stopped first (its own log / process_check stack=True); set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_DEBUG=INFO"))
+    if "killed" in kinds:
+        e = first("killed")
+        out.append(Finding(failure_mode="oom", confidence=0.4, summary="the process was killed by a signal; on Linux this is often the host OOM killer",
+                           evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
+                           fix="Check `dmesg | grep -i oom` / the scheduler's memory limit; lower host memory use (DataLoader workers, pinned memory, dataset in RAM)"))
+    if "segfault" in kinds:
+        e = first("segfault")
+        out.append(Finding(failure_mode="exception", confidence=0.6, summary="the process crashed in native code",
+                           evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
+                           fix="Rerun with PYTHONFAULTHANDLER=1 (and CUDA_LAUNCH_BLOCKING=1 on GPU) to get the Python stack of the crash"))
+    if not out and r.stale_s > 300 and r.lines:
+        out.append(Finding(failure_mode="hang", confidence=0.3,
+                           summary=f"the log has not been written for {r.stale_s:.0f}s and ends without an error",
+                           evidence=[Evidence(what="stale_s", value=r.stale_s, source=src),
+                                     Evidence(what="last_step", value=r.last_step, source=src)],
+                           fix="If the run should still be going, process_check(stack=True) shows where it waits"))
+    return out
+
+
+# --------------------------------------------------------------------------- log_metrics: parsing
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:[Nn]a[Nn]|NAN|[Ii]nf(?:inity)?|INF)"
+_KV = re.compile(r"(?<![\w.\-/])(?P<q>['\"]?)(?P<k>[A-Za-z_][\w./\-]*?)(?P=q)\s*(?:[:=]\s*|\s+)(?P<v>" + _NUM + r")(?![\w.:\-])")
+_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cpp|cc|c|h|hpp|cu|cuh|rs|go|js|ts|java|sh)$", re.I)
+_TQDM_N = re.compile(r"\|\s*(\d+)/\d+\s*\[")
+_IDENT = re.compile(r"[A-Za-z_][\w./\-]*\Z")
+_NUMERIC = re.compile(r"(?:" + _NUM + r")?\Z")
+_HAS_NUM = re.compile(r"\d|nan|inf", re.I)
+_LIT_TOKENS = re.compile(r"(\s+)")
+_VAL = r"(\S+)"  # float() validates; backtracking gives back a trailing comma or brace
+_CELL = r"([^,\t|\n]*)"
+_STEP_KEYS = ("global_step", "step", "iteration", "iter", "it", "steps", "epoch")
+_MAX_SERIES = 200
+_MAX_TEMPLATES = 8
+
+
+def _step_rank(key: str) -> int | None:
+    k = key.lower().rsplit("/", 1)[-1]
+    return _STEP_KEYS.index(k) if k in _STEP_KEYS else None
+
+
+def _generalize(lit: str) -> str:
+    """Literal text between values -> a regex: timestamps and other numbers vary, whitespace width varies.
+
+    Coarse on purpose: `\\S+` and ` +` keep the template regex fast (see benchmarks/bench_evidence.py).
+    """
+    out = []
+    for tok in _LIT_TOKENS.split(lit):
+        if not tok:
+            continue
+        if tok.isspace():
+            out.append(" +" if tok == " " else r"[ \t]+")
+        elif any(c.isdigit() for c in tok) and not _IDENT.match(tok):
+            out.append(r"\S+")
+        else:
+            out.append(re.escape(tok))
+    return "".join(out)
+
+
+def _rows_of(cols: list[list]) -> list[list]:
+    """Keep the rows where this template matched (its groups are None on other templates' rows)."""
+    first = cols[0]
+    missing = first.count(None)
+    if not missing:
+        return cols
+    if missing * 4 > len(first):  # a rare template: pick its rows
+        mask = list(map(is_not, first, repeat(None)))
+        return [list(compress(c, mask)) for c in cols]
+    holes, i = [], -1
+    for _ in range(missing):  # the dominant template: cut out the few other rows, copying slices
+        i = first.index(None, i + 1)
+        holes.append(i)
+    out = []
+    for c in cols:
+        kept, prev = [], 0
+        for h in holes:
+            kept += c[prev:h]
+            prev = h + 1
+        kept += c[prev:]
+        out.append(kept)
+    return out
+
+
+class _Template:
+    def __init__(self, source: str, keys: list[str]):
+        self.source, self.keys = source, keys
+        ranks = [(r, i) for i, k in enumerate(keys) if (r := _step_rank(k)) is not None]
+        self.step = min(ranks)[1] if ranks else None
+
+
+class _Parser:
+    """Turns lines into (key, value string, step) records; learns one regex template per line shape.
+
+    The hot path is a single `re.split` over an 8 MB chunk with the learned templates (C speed);
+    lines no template matches go through the general per-line parser, which learns new templates.
+    """
+
+    def __init__(self, wanted: Callable[[str], bool], sink: Callable[[str, list, list], None]):
+        self.wanted, self.sink = wanted, sink
+        self.templates: list[_Template] = []
+        self.rx: re.Pattern | None = None
+        self.shape_seen: dict[str, int] = {}
+        self.table: tuple[str, list[str]] | None = None
+        self.carry: object | None = None  # last explicit step value seen
+        self.step_keys: dict[str, int] = {}  # which key gave the step, how often
+        self.ordinal = 0  # metric records so far (the step when the log has none)
+        self.dirty = False
+        self.offsets: list[int] = []
+        self.stride = 1
+
+    # -- general per-line parser (slow path)
+    def _parse_line(self, line: str) -> tuple[list[tuple[str, str]], int | None, str | None]:
+        """pairs, index of the step pair, and the line's template source (or None)."""
+        s = line.strip()
+        if not s or not _HAS_NUM.search(s):
+            if s:
+                self._maybe_header(s)
+            return [], None, None
+        if self.table:
+            delim, keys = self.table
+            cells = self._cells(s, delim)
+            if len(cells) == len(keys) and all(_NUMERIC.match(c.strip()) for c in cells):
+                pairs = [(k, c.strip()) for k, c in zip(keys, cells) if c.strip()]
+                src = "[ \\t]*" + re.escape(delim).join([_CELL] * len(keys)) + "[ \\t]*" if delim != "|" else None
+                return pairs, self._step_index(pairs), (f"T{delim}" + src) if src else None
+        pairs, spans = [], []
+        for m in _KV.finditer(line):
+            if _SOURCE_FILE.search(m["k"]):
+                continue  # "[train.py:212]" is where the logger was called, not a metric
+            pairs.append((m["k"], m["v"]))
+            spans.append(m.span("v"))
+        if not pairs:
+            self._maybe_header(s)
+            return [], None, None
+        step = self._step_index(pairs)
+        tq = _TQDM_N.search(line)
+        if step is None and tq:
+            pairs.append(("step", tq.group(1)))
+            return pairs, len(pairs) - 1, None  # tqdm bars change shape every update: no template
+        out, pos = [], 0
+        for a, b in spans:
+            out += [_generalize(line[pos:a]), _VAL]
+            pos = b
+        out.append(_generalize(line[pos:]))
+        return pairs, step, "K" + "".join(out)
+
+    @staticmethod
+    def _cells(s: str, delim: str) -> list[str]:
+        cells = s.split(delim)
+        if delim == "|":
+            cells = [c for c in cells if c.strip()]
+        return cells
+
+    def _maybe_header(self, s: str) -> None:
+        for delim in (",", "\t", "|"):
+            if delim in s:
+                cells = [c.strip().strip("\"'") for c in self._cells(s, delim)]
+                if len(cells) >= 2 and all(_IDENT.match(c) for c in cells):
+                    self.table = (delim, cells)
+                return
+
+    @staticmethod
+    def _step_index(pairs: list[tuple[str, str]]) -> int | None:
+        ranks = [(r, i) for i, (k, _) in enumerate(pairs) if (r := _step_rank(k)) is not None]
+        return min(ranks)[1] if ranks else None
+
+    def _learn(self, src: str, pairs: list[tuple[str, str]]) -> None:
+        if len(self.templates) >= _MAX_TEMPLATES or len(pairs) > 40:
+            return
+        n = self.shape_seen.get(src, 0) + 1
+        self.shape_seen[src] = n
+        if n == 2:  # a shape seen twice is a shape the log repeats
+            body = src[1:] if src[0] == "K" else src[2:]
+            self.templates.append(_Template(body, [k for k, _ in pairs] if src[0] == "K" else self.table[1]))
+            self.dirty = True
+
+    def _record(self, pairs: list[tuple[str, str]], step_i: int | None, out: dict) -> None:
+        self.ordinal += 1
+        if step_i is not None:
+            self.carry = step = pairs[step_i][1]
+            k = pairs[step_i][0]
+            self.step_keys[k] = self.step_keys.get(k, 0) + 1
+        else:
+            step = self.carry if self.carry is not None else self.ordinal
+        for i, (k, v) in enumerate(pairs):
+            if i != step_i and self.wanted(k):
+                buf = out.get(k)
+                if buf is None:
+                    buf = out[k] = ([], [])
+                buf[0].append(step)
+                buf[1].append(v)
+
+    def _slow_lines(self, text: str, out: dict, stop_on_learn: bool = False) -> str:
+        """Parse line by line; with `stop_on_learn`, return the unparsed rest as soon as a template is learnt."""
+        pos, n = 0, len(text)
+        while pos < n:
+            nl = text.find("\n", pos)
+            end = n if nl < 0 else nl
+            line = text[pos:end]
+            pos = end + 1
+            if not line:
+                continue
+            pairs, step_i, src = self._parse_line(line)
+            if pairs:
+                self._record(pairs, step_i, out)
+                if src:
+                    self._learn(src, pairs)
+                    if stop_on_learn and self.dirty:
+                        return text[pos:]
+        return ""
+
+    def _compile(self) -> None:
+        self.rx = re.compile("(?m)^(?:" + "|".join(f"(?:{t.source})" for t in self.templates) + ")$")
+        self.offsets, o = [], 1
+        for t in self.templates:
+            self.offsets.append(o)
+            o += len(t.keys)
+        self.stride = o
+        self.dirty = False
+
+    # -- one chunk of whole lines
+    def feed(self, text: str) -> None:
+        out: dict[str, tuple[list, list]] = {}
+        while text:
+            if self.dirty:
+                self._compile()
+            if self.rx is None:
+                text = self._slow_lines(text, out, stop_on_learn=True)
+                continue
+            flat = self.rx.split(text)
+            text = ""
+            if not self._fast(flat, out):
+                self._rows(flat, self.stride, flat[0::self.stride], out)
+        for key, (steps, vals) in out.items():
+            self.sink(key, steps, vals)
+
+    def _fast(self, flat: list, out: dict) -> bool:
+        """Columns for the template rows, the per-line parser for the few other lines.
+
+        Returns False (state untouched) when the order of rows matters, so the caller walks them in order.
+        """
+        stride = self.stride
+        all_steps = all(t.step is not None for t in self.templates)
+        if not (all_steps or len(self.templates) == 1 and self.carry is None):
+            return False
+        saved = (self.carry, self.ordinal, dict(self.step_keys))
+        gaps = flat[0::stride]
+        nrows = len(gaps) - 1
+        odd = [k for k, g in enumerate(gaps) if len(g) > 1]  # gaps hold the lines no template matched
+        if odd and not all_steps:
+            return False  # line-order steps across shapes: only the ordered walk is exact
+        cols: dict[str, tuple[list, list]] = {}
+        self._columns(flat, stride, cols)
+
+        def step_of_row(r: int):
+            for t, off in zip(self.templates, self.offsets):
+                if flat[r * stride + off] is not None:
+                    return flat[r * stride + off + t.step]
+
+        side: dict[str, tuple[list, list]] = {}
+        for k in odd:
+            if k:  # a line without a step takes the step of the row above it
+                self.carry = step_of_row(k - 1)
+            self._slow_lines(gaps[k], side)
+        if nrows and all_steps and (not odd or odd[-1] != nrows):
+            self.carry = step_of_row(nrows - 1)
+        if not (side.keys() & cols.keys() or side.keys() & out.keys() or cols.keys() & out.keys()):
+            out.update(side)
+            out.update(cols)
+            return True
+        # one series fed by both kinds of lines, or line-order steps across shapes: only the ordered walk is exact
+        self.carry, self.ordinal, self.step_keys = saved
+        return False
+
+    def _columns(self, flat: list, stride: int, out: dict) -> None:
+        """Fast path: every metric line matched a template that carries its step; series are slices of `flat`."""
+        for t, off in zip(self.templates, self.offsets):
+            cols = [flat[off + j::stride] for j in range(len(t.keys))]
+            if len(self.templates) > 1:
+                cols = _rows_of(cols)
+            rows = len(cols[0])
+            if not rows:
+                continue
+            if t.step is not None:
+                steps = cols[t.step]
+                self.carry = steps[-1]
+                k = t.keys[t.step]
+                self.step_keys[k] = self.step_keys.get(k, 0) + rows
+            else:
+                steps = range(self.ordinal + 1, self.ordinal + 1 + rows)
+            self.ordinal += rows
+            for j, key in enumerate(t.keys):
+                if j != t.step and self.wanted(key):
+                    buf = out.get(key)
+                    if buf is None:
+                        out[key] = (steps, cols[j])
+                    else:
+                        buf = out[key] = (list(buf[0]), list(buf[1]))
+                        buf[0].extend(steps)
+                        buf[1].extend(cols[j])
+
+    def _rows(self, flat: list, stride: int, gaps: list, out: dict) -> None:
+        """Mixed chunk: walk the rows in order so steps carry over between line shapes."""
+        for r, gap in enumerate(gaps):
+            if gap and gap != "\n":
+                self._slow_lines(gap, out)
+            if r == len(gaps) - 1:
+                break
+            base = r * stride
+            for t, off in zip(self.templates, self.offsets):
+                vals = flat[base + off: base + off + len(t.keys)]
+                if vals[0] is not None:
+                    pairs = [(k, v) for k, v in zip(t.keys, vals) if v]
+                    step_i = None
+                    if t.step is not None and vals[t.step]:
+                        step_i = [k for k, _ in pairs].index(t.keys[t.step])
+                    self._record(pairs, step_i, out)
+                    break
+
+
+# --------------------------------------------------------------------------- log_metrics: statistics
+
+_MAX_BUCKETS = 1000
+_TAIL = 256
+_INF = math.inf
+
+
+def _float(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _step_out(x) -> float | int | None:
+    f = _float(x)
+    if not math.isfinite(f):
+        return None
+    return int(f) if f.is_integer() else f
+
+
+class _Series:
+    """Streaming statistics of one metric, with a bounded bucketed curve (mean/min/max per bucket)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.count = self.nonfinite = 0
+        self.first = self.last = None
+        self.first_step = self.last_step = self.first_nonfinite_step = None
+        self.lo, self.hi = _INF, -_INF
+        self.bucket = 1
+        self.b_step: list[float] = []
+        self.b_sum: list[float] = []
+        self.b_min: list[float] = []
+        self.b_max: list[float] = []
+        self.b_n: list[int] = []
+        self.tail: deque[float] = deque(maxlen=_TAIL)
+        self.cache: dict[str, float] = {}
+
+    def _floats(self, vals: list[str]) -> list[float]:
+        # logs print few significant digits, so values repeat; converting each distinct string once is cheaper
+        if len(vals) > 64:
+            distinct = set(vals)
+            if len(distinct) * 3 < len(vals):
+                cache = self.cache
+                if len(cache) > 50000:
+                    cache.clear()
+                for s in distinct.difference(cache):
+                    cache[s] = _float(s)
+                return list(map(cache.__getitem__, vals))
+        try:
+            return list(map(float, vals))
+        except ValueError:
+            return [_float(v) for v in vals]
+
+    def add(self, steps, vals: list[str]) -> None:
+        fv = self._floats(vals)
+        if not fv:
+            return
+        if "" in vals:  # empty CSV cells are missing values, not NaN
+            keep = [v != "" for v in vals]
+            fv, steps = list(compress(fv, keep)), list(compress(steps, keep))
+            if not fv:
+                return
+        if self.count == 0:
+            self.first, self.first_step = fv[0], steps[0]
+        self.count += len(fv)
+        self.last, self.last_step = fv[-1], steps[-1]
+        total = sum(fv)
+        if not math.isfinite(total):
+            fin = list(map(math.isfinite, fv))
+            bad = len(fv) - sum(fin)
+            if bad:
+                if self.nonfinite == 0:
+                    self.first_nonfinite_step = steps[fin.index(False)]
+                self.nonfinite += bad
+                fv, steps = list(compress(fv, fin)), list(compress(steps, fin))
+                if not fv:
+                    return
+        self.lo = min(self.lo, min(fv))
+        self.hi = max(self.hi, max(fv))
+        self.tail.extend(fv[-_TAIL:])
+        self._bucketize(steps, fv)
+
+    def _bucketize(self, steps, fv: list[float]) -> None:
+        n, i, b = len(fv), 0, self.bucket
+        if self.b_n and self.b_n[-1] < b:  # top up the open bucket
+            take = min(b - self.b_n[-1], n)
+            part = fv[:take]
+            self.b_sum[-1] += sum(part)
+            self.b_min[-1] = min(self.b_min[-1], min(part))
+            self.b_max[-1] = max(self.b_max[-1], max(part))
+            self.b_n[-1] += take
+            i = take
+        while len(self.b_n) + (n - i) / b > 2 * _MAX_BUCKETS:
+            self._halve()
+            b = self.bucket
+        while i < n:
+            part = fv[i:i + b]
+            self.b_step.append(_float(steps[i]))
+            self.b_sum.append(sum(part))
+            self.b_min.append(min(part))
+            self.b_max.append(max(part))
+            self.b_n.append(len(part))
+            i += b
+
+    def _halve(self) -> None:
+        m = len(self.b_n) // 2 * 2
+        tail = [(self.b_step[k], self.b_sum[k], self.b_min[k], self.b_max[k], self.b_n[k]) for k in range(m, len(self.b_n))]
+        self.b_step = self.b_step[0:m:2]
+        self.b_sum = [self.b_sum[k] + self.b_sum[k + 1] for k in range(0, m, 2)]
+        self.b_min = [min(self.b_min[k], self.b_min[k + 1]) for k in range(0, m, 2)]
+        self.b_max = [max(self.b_max[k], self.b_max[k + 1]) for k in range(0, m, 2)]
+        self.b_n = [self.b_n[k] + self.b_n[k + 1] for k in range(0, m, 2)]
+        for s, su, lo, hi, n in tail:
+            self.b_step.append(s), self.b_sum.append(su), self.b_min.append(lo), self.b_max.append(hi), self.b_n.append(n)
+        self.bucket *= 2
+
+    def curve(self) -> tuple[list[float], list[float]]:
+        """(steps, bucket means) of the finite values; at most ~2000 points."""
+        return self.b_step, [s / n for s, n in zip(self.b_sum, self.b_n)]
+
+    def ema(self, weight: float = 0.9) -> float | None:
+        if not self.tail:
+            return None
+        v = self.tail[0]
+        for x in self.tail:
+            v = weight * v + (1 - weight) * x
+        return v
+
+
+Trend = Literal["decreasing", "increasing", "flat", "unknown"]
+Shape = Literal["decreasing", "plateau", "slow_burn", "hockey_stick", "oscillating", "spike_and_recover",
+                "nan_death", "spike_then_nan", "diverging", "train_val_divergence", "too_short", "unclear"]
+
+
+class SeriesStats(BaseModel):
+    name: str
+    count: int
+    first: Num
+    last: Num
+    min: Num
+    max: Num
+    nonfinite: int = Field(description="how many values were NaN or Inf")
+    first_nonfinite_step: float | int | None
+    first_step: float | int | None
+    last_step: float | int | None
+    smoothed_last: Num = Field(description="EMA (weight 0.9) of the last finite values")
+    trend: Trend = Field(description="over the last part of the run, relative to the part before")
+
+
+class LogMetricsReport(Report):
+    path: str
+    bytes_read: int
+    step_source: str = Field(description="which key gave the step ('step', 'epoch', ...) or 'line order'")
+    series: list[SeriesStats]
+    loss_series: str | None = Field(None, description="the series classified as the training loss")
+    val_series: str | None = None
+    shape: Shape | None = Field(None, description="classified shape of the training loss curve")
+    not_found: list[str] = Field(default_factory=list, description="requested names no line carried")
+    notes: list[str] = Field(default_factory=list)
+    _png: bytes | None = PrivateAttr(default=None)
+
+    @property
+    def png(self) -> bytes | None:
+        return self._png
+
+    def headline(self) -> str:
+        if not self.series:
+            return f"{self.path}: no metric series found"
+        s = next((x for x in self.series if x.name == self.loss_series), self.series[0])
+        return (f"{self.path}: {len(self.series)} series; {s.name} {s.first} -> {s.last} "
+                f"(min {s.min}, {s.nonfinite} non-finite) over {s.count} points; shape: {self.shape}")
+
+
+_READ_FIRST = 64 << 10
+_READ = 8 << 20
+
+
+def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
+                progress: Callable[[int, int], None] | None = None,
+                cancelled: Callable[[], bool] | None = None) -> LogMetricsReport:
+    """Parse every metric series in a log (streaming, bounded memory) and classify the loss curve."""
+    want = {n.lower() for n in names} if names else None
+    series: dict[str, _Series] = {}
+    notes: list[str] = []
+
+    def wanted(key: str) -> bool:
+        return want is None or key.lower() in want
+
+    def sink(key: str, steps, vals) -> None:
+        s = series.get(key)
+        if s is None:
+            if len(series) >= _MAX_SERIES:
+                return
+            s = series[key] = _Series(key)
+        s.add(steps, vals)
+
+    parser = _Parser(wanted, sink)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise _open_error(path, e) from e
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(65536)
+        if _looks_binary(head):
+            raise _binary_error(path)
+        f.seek(0)
+        done, rest, first = 0, b"", True
+        last_report = time.monotonic()
+        while True:
+            try:
+                block = f.read(_READ_FIRST if first else _READ)
+            except OSError as e:
+                raise _open_error(path, e) from e
+            first = False
+            if not block:
+                break
+            done += len(block)
+            data = rest + block
+            cut = data.rfind(b"\n")
+            if cut < 0 and len(data) < 4 * _READ:
+                rest = data
+                continue
+            if cut < 0:
+                cut = len(data) - 1  # one enormous line: parse what we have
+            rest = data[cut + 1:]
+            parser.feed(_chunk_text(data[:cut + 1]))
+            if cancelled and cancelled():
+                raise TriageError("log_metrics was cancelled", "")
+            if progress and time.monotonic() - last_report > 0.5:
+                progress(done, size)
+                last_report = time.monotonic()
+        if rest:
+            parser.feed(_chunk_text(rest + b"\n"))
+    report = _summarise(path, done, series, want, names, parser, notes)
+    if plot and report.series:
+        from tools.plot import metric_curves_png
+        chosen = [s for s in series.values() if want is None or s.name.lower() in want]
+        loss = series.get(report.loss_series) if report.loss_series else None
+        val = series.get(report.val_series) if report.val_series else None
+        lr = next((s for s in series.values() if _is_lr(s.name)), None)
+        report._png = metric_curves_png(
+            [(s.name, *s.curve()) for s in ([loss, val] if loss else chosen[:4]) if s],
+            (lr.name, *lr.curve()) if lr else None, title=Path(path).name)
+    return report
+
+
+def _chunk_text(b: bytes) -> str:
+    text = b.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # each tqdm state is a record
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text
+
+
+def _is_loss_like(name: str) -> bool:
+    return "loss" in name.lower()
+
+
+def _is_val(name: str) -> bool:
+    return bool(re.search(r"val|eval|valid|test|dev", name.lower()))
+
+
+def _is_lr(name: str) -> bool:
+    k = name.lower().rsplit("/", 1)[-1]
+    return k in ("lr", "learning_rate", "learningrate") or k.startswith("lr_") or k.endswith("_lr")
+
+
+def _pick_loss(series: dict[str, _Series]) -> tuple[_Series | None, _Series | None]:
+    losses = [s for s in series.values() if _is_loss_like(s.name) and s.count]
+    train = [s for s in losses if not _is_val(s.name)]
+    val = [s for s in losses if _is_val(s.name)]
+    pref = ("loss", "train_loss", "train/loss", "training_loss", "loss/train")
+    train.sort(key=lambda s: (s.name.lower() not in pref, pref.index(s.name.lower()) if s.name.lower() in pref else 0, -s.count))
+    val.sort(key=lambda s: (not s.name.lower().endswith("loss"), -s.count))
+    return (train[0] if train else (losses[0] if losses else None)), (val[0] if val else None)
+
+
+def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsReport:
+    stats = []
+    for s in series.values():
+        if want is not None and s.name.lower() not in want:
+            continue
+        stats.append(SeriesStats(
+            name=s.name, count=s.count, first=s.first, last=s.last,
+            min=s.lo if s.lo != _INF else None, max=s.hi if s.hi != -_INF else None,
+            nonfinite=s.nonfinite, first_nonfinite_step=_step_out(s.first_nonfinite_step),
+            first_step=_step_out(s.first_step), last_step=_step_out(s.last_step),
+            smoothed_last=s.ema(), trend=_trend(s.curve()[1])))
+    step_source = max(parser.step_keys, key=parser.step_keys.get) if parser.step_keys else "line order"
+    found = {s.name.lower() for s in stats}
+    not_found = [n for n in names or [] if n.lower() not in found]
+    if not_found:
+        notes.append("available series: " + ", ".join(sorted(series)[:40]))
+    loss, val = _pick_loss({k: v for k, v in series.items() if want is None or k.lower() in want})
+    report = LogMetricsReport(path=str(path), bytes_read=done, step_source=step_source, series=stats,
+                              loss_series=loss.name if loss else None, val_series=val.name if val else None,
+                              not_found=not_found, notes=notes)
+    if loss:
+        report.shape, report.findings = classify(loss, val, Path(path).name)
+    return report
+
+
+# --------------------------------------------------------------------------- curve shapes
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _trend(y: list[float]) -> Trend:
+    if len(y) < 6:
+        return "unknown"
+    k = max(2, len(y) // 5)
+    late, before = _median(y[-k:]), _median(y[-2 * k:-k])
+    rel = (late - before) / max(abs(before), 1e-12)
+    return "decreasing" if rel < -0.02 else "increasing" if rel > 0.02 else "flat"
+
+
+def _smooth(y: list[float]) -> list[float]:
+    """Running median over ~5% of the curve: the trend without the minibatch noise."""
+    w = max(1, len(y) // 40)
+    return [_median(y[max(0, i - w):i + w + 1]) for i in range(len(y))]
+
+
+def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, list[Finding]]:
+    """Shape of the training loss curve and the findings it implies (thresholds from the loss-curve-reading skill)."""
+    src = f"log_metrics {src_name}, series {loss.name}"
+    steps, y = loss.curve()
+    ev_base = [Evidence(what=f"{loss.name} first", value=loss.first, source=f"{src} step {_step_out(loss.first_step)}"),
+               Evidence(what=f"{loss.name} last", value=loss.last, source=f"{src} step {_step_out(loss.last_step)}")]
+
+    if loss.nonfinite and not is_finite(loss.last):
+        at = _step_out(loss.first_nonfinite_step)
+        before = [b for b, st in zip(loss.b_max, steps) if at is None or st < at]
+        spike = len(before) >= 8 and max(before[-3:]) > 3 * _median(before[:-3])
+        shape: Shape = "spike_then_nan" if spike else "nan_death"
+        ev = [Evidence(what="first non-finite step", value=at, source=src),
+              Evidence(what="non-finite values", value=loss.nonfinite, source=src),
+              Evidence(what="last finite value", value=y[-1] if y else None, source=src)]
+        if spike:
+            ev.append(Evidence(what="max before NaN / median before", value=max(before[-3:]) / max(_median(before[:-3]), 1e-12), source=src))
+        return shape, [Finding(failure_mode="nan_inf", confidence=0.9,
+                               summary=f"{loss.name} became non-finite at step {at} and stayed non-finite"
+                                       + (" after a spike" if spike else ""),
+                               evidence=ev,
+                               fix=f"Run nan_hook_run to find the first op that produces NaN/Inf before step {at}; "
+                                   "check log(0), division by zero, exp overflow, fp16 overflow")]
+    if len(y) < 8:
+        return "too_short", []
+
+    n = len(y)
+    k = max(1, n // 20)
+    sm = _smooth(y)
+    start, end = _median(y[:k]), _median(y[-max(1, n // 10):])
+    lo = min(sm)
+    i_lo = sm.index(lo)
+    drop = start - end
+    level = max(abs(_median(y)), 1e-12)
+    w = max(2, n // 40)  # a moving mean, not the median: the median snaps to one side of a zig-zag
+    mean = [sum(y[max(0, i - w):i + w + 1]) / len(y[max(0, i - w):i + w + 1]) for i in range(n)]
+    noise = _median([abs(a - b) for a, b in zip(y, mean)]) / level  # typical wiggle around the trend
+    findings: list[Finding] = []
+
+    def ev(*extra: Evidence) -> list[Evidence]:
+        return [*ev_base, *extra]
+
+    if loss.nonfinite:
+        findings.append(Finding(failure_mode="nan_inf", confidence=0.5,
+                                summary=f"{loss.nonfinite} non-finite {loss.name} values, the run recovered",
+                                evidence=ev(Evidence(what="first non-finite step", value=_step_out(loss.first_nonfinite_step), source=src)),
+                                fix="Find the batch at that step; AMP's GradScaler skips such steps, a NaN loss outside AMP is a bug"))
+
+    if noise > 0.25 and drop < 0.5 * abs(start):
+        findings.append(Finding(failure_mode="lr_too_high", confidence=0.5,
+                                summary=f"{loss.name} oscillates: typical swing {noise:.0%} of its level without settling",
+                                evidence=ev(Evidence(what="relative swing (median |residual| / level)", value=noise, source=src)),
+                                fix="Lower the LR 3-10x or raise the batch size; a periodic pattern means the data order (check shuffling with data_check)"))
+        return "oscillating", findings
+
+    # diverging: ends well above where it started, or climbs far above the minimum it reached
+    if end > 1.5 * start and end > lo * 1.5 or (i_lo < 0.8 * n and lo < 0.8 * start and end > 2 * lo and end > 0.9 * start):
+        shape = "diverging"
+        e = ev(Evidence(what="start (median first 5%)", value=start, source=src),
+               Evidence(what="end (median last 10%)", value=end, source=src),
+               Evidence(what="minimum", value=lo, source=f"{src} step {_step_out(steps[i_lo])}"))
+        findings += [
+            Finding(failure_mode="lr_too_high", confidence=0.55, summary=f"{loss.name} diverges: {start:.4g} -> {end:.4g} (min {lo:.4g})",
+                    evidence=e, fix="Lower the learning rate 3-10x (confirm with grad_norm_snapshot: update/weight ratio above 1e-1); add warmup for large batches"),
+            Finding(failure_mode="exploding_gradients", confidence=0.4, summary="growing loss often comes with a growing gradient norm",
+                    evidence=e, fix="grad_norm_snapshot: global norm above 10 confirms it; static_scan for a missing optimizer.zero_grad()"),
+        ]
+        return shape, findings
+
+    if val is not None:
+        tv = _train_val_divergence(loss, val, src_name)
+        if tv:
+            return "train_val_divergence", findings + [tv]
+
+    head = _median(y[:max(3, n // 100)])
+    early = _median(y[n // 20:n // 10 + 1])
+    total = head - end
+    if total > 0.3 * abs(head) and (head - early) > 0.85 * total:
+        e = ev(Evidence(what="drop by 5-10% of the run / total drop", value=(head - early) / total, source=src))
+        findings += [
+            Finding(failure_mode="lr_too_high", confidence=0.4, summary=f"hockey-stick {loss.name}: a sharp early drop, then flat at {end:.4g}",
+                    evidence=e, fix="If init_loss_check is ok, run lr_range_test and lower the LR; the run may sit in a fast, poor basin"),
+            Finding(failure_mode="bad_init", confidence=0.35, summary="a hockey stick is also the net spending its first steps learning the output bias",
+                    evidence=e, fix="init_loss_check first: initialise the last layer so the initial loss is at chance (ln C)"),
+        ]
+        return "hockey_stick", findings
+
+    spikes = [st for st, hi, m in zip(steps, loss.b_max, sm) if hi > 3 * max(abs(m), 1e-12) and hi > 1.5 * start]
+    if spikes and end <= start:
+        findings.append(Finding(failure_mode="data_pipeline", confidence=0.25,
+                                summary=f"{loss.name} spikes and recovers ({len(spikes)} spike region(s))",
+                                evidence=ev(Evidence(what="spike steps", value=", ".join(str(_step_out(s)) for s in spikes[:10]), source=src)),
+                                fix="Inspect the batches at those steps for outliers/corrupt samples; with a large batch, add LR warmup"))
+        return "spike_and_recover", findings
+
+    if abs(drop) < 0.05 * max(abs(start), 1e-12):
+        e = ev(Evidence(what="relative change start -> end", value=-drop / max(abs(start), 1e-12), source=src))
+        findings += [
+            Finding(failure_mode="data_pipeline", confidence=0.3, summary=f"{loss.name} is flat from the start ({start:.4g} -> {end:.4g})",
+                    evidence=e, fix="overfit_test on one batch: if it cannot overfit, check data_check (labels vs inputs) and the loss"),
+            Finding(failure_mode="lr_too_low", confidence=0.3, summary="a flat loss can be an LR far too low",
+                    evidence=e, fix="grad_norm_snapshot: update/weight ratio far below 1e-3 means raise the LR"),
+            Finding(failure_mode="bad_init", confidence=0.2, summary="a flat loss can be a saturated or constant-output init",
+                    evidence=e, fix="init_loss_check: the initial loss should be near chance (ln C)"),
+        ]
+        return "plateau", findings
+
+    if drop > 0.05 * abs(start) and n >= 16:
+        half = n // 2
+        slope1 = (y[0] - _median(y[half - k:half + 1])) / max(half, 1)
+        slope2 = (_median(y[half - k:half + 1]) - end) / max(n - half, 1)
+        if slope1 > 0 and slope2 > 0.6 * slope1 and drop < 0.5 * abs(start):
+            findings.append(Finding(failure_mode="lr_too_low", confidence=0.5,
+                                    summary=f"slow burn: {loss.name} falls steadily ({start:.4g} -> {end:.4g}) and never bends",
+                                    evidence=ev(Evidence(what="slope 2nd half / 1st half", value=slope2 / slope1, source=src)),
+                                    fix="grad_norm_snapshot: an update/weight ratio far below 1e-3 confirms it; raise the LR (lr_range_test)"))
+            return "slow_burn", findings
+
+    if drop > 0.05 * abs(start):
+        findings.append(Finding(failure_mode="healthy", confidence=0.5,
+                                summary=f"{loss.name} decreases: {start:.4g} -> {end:.4g}",
+                                evidence=ev(), fix="Nothing to fix in the curve; compare the final value with what you expect (chance = ln C)"))
+        return "decreasing", findings
+    return "unclear", findings
+
+
+def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding | None:
+    vs, vy = val.curve()
+    if len(vy) < 4:
+        return None
+    sm = _smooth(vy)
+    v_lo = min(sm)
+    i = sm.index(v_lo)
+    v_end = sm[-1]
+    if i > 0.9 * (len(vy) - 1) or v_end < 1.1 * v_lo:
+        return None  # validation still at (or near) its best at the end
+    ts, ty = loss.curve()
+    at = [y for s, y in zip(ts, ty) if s >= vs[i]]
+    if len(at) < 2 or _median(at[-max(1, len(at) // 5):]) >= at[0]:
+        return None  # train did not keep improving after validation's best
+    src = f"log_metrics {src_name}"
+    return Finding(failure_mode="overfitting", confidence=0.7,
+                   summary=f"{loss.name} keeps falling while {val.name} turned up after step {_step_out(vs[i])}",
+                   evidence=[Evidence(what=f"{val.name} best", value=v_lo, source=f"{src} step {_step_out(vs[i])}"),
+                             Evidence(what=f"{val.name} end", value=v_end, source=src),
+                             Evidence(what=f"{loss.name} at best val step", value=at[0], source=src),
+                             Evidence(what=f"{loss.name} end", value=at[-1], source=src)],
+                   fix="Early-stop at the best validation step; add data/augmentation, weight decay (0.01-0.1) or dropout (0.1-0.3)")
