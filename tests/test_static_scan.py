@@ -1,0 +1,368 @@
+"""static_scan reads training code with `ast`: each rule catches its bug, and it stays quiet on correct code."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tools.errors import TriageError
+from tools.failure_modes import FAILURE_MODES
+from tools.static_scan import RULES, StaticScanReport, scan_source, static_scan
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+FIXTURES = Path(__file__).parent / "fixtures" / "static_scan"
+META = {d.name: json.loads((d / "example.json").read_text()) for d in sorted(EXAMPLES.iterdir())
+        if (d / "example.json").exists()}
+
+
+def rules_in(path: Path) -> set[str]:
+    return {i.rule for i in static_scan([path]).issues}
+
+
+def scan(code: str) -> list[str]:
+    return [i.rule for i in scan_source(textwrap.dedent(code))]
+
+
+def flagged_example(name: str, rule: str):
+    report = static_scan([EXAMPLES / name / "train.py"])
+    hits = [i for i in report.issues if i.rule == rule]
+    assert hits, report.text()
+    assert hits[0].failure_mode == RULES[rule].failure_mode
+    assert abs(hits[0].line - META[name]["bug_line"]) <= 12  # at the bug or the call that consumes it
+    assert hits[0].source and hits[0].why and hits[0].fix
+    assert static_scan([EXAMPLES / name / "train_fixed.py"]).issues == []
+    return hits[0]
+
+
+# --- each rule on the gallery's broken runs (and silence on their fixed twins) ----------------
+
+
+def test_static_scan_flags_missing_zero_grad_in_the_loop():
+    flagged_example("missing_zero_grad", "missing_zero_grad")
+
+
+def test_static_scan_flags_softmax_model_fed_to_cross_entropy():
+    hit = flagged_example("double_softmax", "softmax_into_cross_entropy")
+    assert hit.failure_mode == "loss_function"
+
+
+def test_static_scan_flags_the_detach_in_forward_that_cuts_the_encoder_off():
+    assert flagged_example("detached_graph", "detach_in_forward").line == META["detached_graph"]["bug_line"] - 1
+
+
+def test_static_scan_flags_optimizer_built_over_the_head_only():
+    assert flagged_example("frozen_params", "optimizer_over_submodule").line == META["frozen_params"]["bug_line"]
+
+
+def test_static_scan_flags_eval_left_on_by_the_evaluate_helper():
+    assert flagged_example("eval_mode", "eval_without_train").line == META["eval_mode"]["bug_line"]
+
+
+def test_static_scan_flags_log_of_sigmoid_output():
+    flagged_example("nan_log_zero", "log_of_probability")
+
+
+def test_static_scan_flags_division_by_std_without_epsilon():
+    assert flagged_example("nan_div_zero", "divide_by_std_without_eps").line == META["nan_div_zero"]["bug_line"]
+
+
+def test_static_scan_flags_exp_without_max_subtraction_in_hand_written_log_softmax():
+    assert flagged_example("exp_overflow", "exp_without_max_subtraction").line == META["exp_overflow"]["bug_line"]
+
+
+def test_static_scan_flags_negated_nll_loss():
+    assert flagged_example("wrong_sign_loss", "negated_loss").line == META["wrong_sign_loss"]["bug_line"]
+
+
+def test_static_scan_flags_view_after_permute():
+    assert flagged_example("view_after_permute", "view_after_permute").line == META["view_after_permute"]["bug_line"]
+
+
+def test_every_example_that_claims_static_scan_is_flagged_and_no_other_is():
+    for name, meta in META.items():
+        issues = static_scan([EXAMPLES / name / "train.py"]).issues
+        if "static_scan" in meta["detected_by"]:
+            assert {i.failure_mode for i in issues} <= {meta["failure_mode"], "loss_function"} and issues, name
+        else:
+            assert issues == [], (name, issues)
+
+
+# --- rules the gallery does not exercise, on small snippets ----------------------------------
+
+LOOP = """
+import torch, torch.nn as nn, torch.nn.functional as F
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+{body}
+"""
+
+
+def loop(body: str) -> str:
+    return LOOP.format(body=textwrap.indent(textwrap.dedent(body), "    "))
+
+
+def test_static_scan_flags_step_before_backward():
+    assert "step_before_backward" in scan(loop("""
+        optimizer.zero_grad()
+        optimizer.step()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+    """))
+
+
+def test_static_scan_flags_zero_grad_between_backward_and_step():
+    assert "zero_grad_between_backward_and_step" in scan(loop("""
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step()
+    """))
+
+
+def test_static_scan_flags_zero_grad_only_once_per_epoch():
+    code = """
+    import torch
+    for epoch in range(10):
+        optimizer.zero_grad()
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert "missing_zero_grad" in scan(code)
+
+
+def test_static_scan_accepts_p_grad_none_and_accumulation_as_zeroing():
+    assert scan(loop("""
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        for p in model.parameters():
+            p.grad = None
+    """)) == []
+    assert scan(loop("""
+        loss = F.mse_loss(model(x), y) / 4
+        loss.backward()
+        if step % 4 == 0:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    """)) == []
+
+
+def test_static_scan_follows_zero_grad_into_a_helper_function():
+    code = """
+    def train_step(model, optimizer, x, y):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for x, y in loader:
+        train_step(model, optimizer, x, y)
+    """
+    assert scan(code) == []
+    assert "missing_zero_grad" in scan(code.replace("optimizer.zero_grad()", "pass"))
+
+
+def test_static_scan_flags_softmax_variable_into_functional_cross_entropy_and_nll():
+    assert "softmax_into_cross_entropy" in scan(loop("""
+        optimizer.zero_grad()
+        probs = F.softmax(model(x), dim=-1)
+        loss = F.cross_entropy(probs, y)
+        loss.backward()
+        optimizer.step()
+    """))
+    assert "softmax_into_nll_loss" in scan(loop("""
+        optimizer.zero_grad()
+        probs = model(x).softmax(-1)
+        loss = F.nll_loss(probs, y)
+        loss.backward()
+        optimizer.step()
+    """))
+
+
+def test_static_scan_flags_sigmoid_with_bce_loss_and_with_bce_with_logits():
+    code = """
+    import torch, torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 1)
+        def forward(self, x):
+            return torch.sigmoid(self.fc(x))
+    model = Net()
+    criterion = nn.{loss}()
+    optimizer = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert scan(code.format(loss="BCELoss")) == ["sigmoid_then_bce_loss"]
+    assert scan(code.format(loss="BCEWithLogitsLoss")) == ["sigmoid_into_bce_with_logits"]
+
+
+def test_static_scan_flags_loss_rebuilt_from_item_and_prediction_under_no_grad():
+    assert "loss_leaves_autograd" in scan(loop("""
+        optimizer.zero_grad()
+        pred = model(x)
+        loss = torch.tensor(F.mse_loss(pred, y).item(), requires_grad=True)
+        loss.backward()
+        optimizer.step()
+    """))
+    assert "loss_leaves_autograd" in scan(loop("""
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x).detach(), y)
+        loss.backward()
+        optimizer.step()
+    """))
+    assert "forward_under_no_grad" in scan(loop("""
+        optimizer.zero_grad()
+        with torch.no_grad():
+            pred = model(x)
+        loss = F.mse_loss(pred, y)
+        loss.backward()
+        optimizer.step()
+    """))
+
+
+def test_static_scan_flags_requires_grad_false_on_the_whole_model_and_zero_lr():
+    code = loop("""
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """)
+    frozen = code.replace("for x, y in loader:", "for p in model.parameters():\n    p.requires_grad = False\nfor x, y in loader:")
+    assert "whole_model_requires_grad_false" in scan(frozen)
+    assert "zero_learning_rate" in scan(code.replace("lr=0.1", "lr=0.0"))
+    assert "zero_learning_rate" in scan(code.replace(
+        "torch.optim.SGD(model.parameters(), lr=0.1)",
+        "torch.optim.SGD([{'params': model.weight, 'lr': 0}, {'params': model.bias}], lr=0.1)"))
+
+
+def test_static_scan_flags_log_of_softmax_without_clamp_but_not_with_it():
+    bad = """
+    probs = torch.softmax(logits, dim=-1)
+    entropy = -(probs * torch.log(probs)).sum(-1)
+    """
+    assert scan(bad) == ["log_of_probability"]
+    assert scan(bad.replace("torch.log(probs)", "torch.log(probs + 1e-8)")) == []
+    assert scan(bad.replace("torch.log(probs)", "probs.clamp(min=1e-8).log()")) == []
+
+
+def test_static_scan_flags_one_host_sync_per_loop_at_low_confidence():
+    issues = scan_source(textwrap.dedent(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss.item()
+        print(loss)
+        history.append(loss.cpu())
+    """)))
+    syncs = [i for i in issues if i.rule == "host_sync_every_step"]
+    assert len(syncs) == 1 and syncs[0].failure_mode == "slow_throughput" and syncs[0].confidence <= 0.4
+
+
+def test_static_scan_flags_view_after_transpose_through_a_variable():
+    assert scan("h = x.transpose(1, 2)\nflat = h.view(b, -1)\n") == ["view_after_permute"]
+    assert scan("flat = x.transpose(1, 2).contiguous().view(b, -1)\n") == []
+
+
+# --- quiet on correct code ---------------------------------------------------------------------
+
+
+def test_static_scan_is_quiet_on_patterns_that_only_look_wrong():
+    assert scan("""
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return torch.tensor(x.numpy() ** 3)
+        @staticmethod
+        def backward(ctx, g):
+            return 3 * g
+    """) == []
+    assert scan("""
+    class Agent:
+        def __init__(self):
+            self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=1e-2)
+    """) == []
+    assert scan("""
+    def log_softmax(x):
+        shifted = x
+        if x.numel():
+            shifted = x - torch.amax(x, -1, keepdim=True)
+        return shifted - torch.log(torch.sum(torch.exp(shifted), -1, keepdim=True))
+    """) == []
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        for p in model.parameters():
+            p.grad.requires_grad_(False)
+        optimizer.step()
+    """)) == []
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.name)
+def test_static_scan_is_quiet_on_correct_training_scripts(path):
+    report = static_scan([path])
+    assert report.issues == [] and report.findings == [] and report.errors == [], report.text()
+
+
+@pytest.mark.parametrize("name", [n for n, m in META.items() if m["failure_mode"] == "healthy"])
+def test_static_scan_is_quiet_on_healthy_examples(name):
+    assert static_scan([EXAMPLES / name / "train.py"]).issues == []
+
+
+@pytest.mark.parametrize("name", [n for n, m in META.items() if m["failure_mode"] != "healthy"])
+def test_static_scan_is_quiet_on_every_fixed_twin(name):
+    assert static_scan([EXAMPLES / name / "train_fixed.py"]).issues == []
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def test_static_scan_reports_a_file_that_does_not_parse_instead_of_raising(tmp_path):
+    (tmp_path / "broken.py").write_text("def train(:\n    pass\n")
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    report = static_scan([tmp_path])
+    assert report.files_scanned == 2 and len(report.errors) == 1
+    assert "broken.py" in report.errors[0] and "SyntaxError" in report.errors[0]
+    assert "1 error" in report.headline()
+
+
+def test_static_scan_walks_directories_but_skips_venvs_and_hidden_dirs(tmp_path):
+    bad = (EXAMPLES / "missing_zero_grad" / "train.py").read_text()
+    for where in ("pkg/train.py", ".venv/lib/site.py", ".hidden/train.py", "pkg/site-packages/x.py"):
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / where).write_text(bad)
+    report = static_scan([tmp_path])
+    assert report.files_scanned == 1 and {i.file for i in report.issues} == {str(tmp_path / "pkg/train.py")}
+
+
+def test_static_scan_raises_a_triage_error_for_a_missing_path(tmp_path):
+    with pytest.raises(TriageError):
+        static_scan([tmp_path / "nope.py"])
+
+
+def test_findings_carry_location_evidence_fix_and_avoid():
+    report = static_scan([EXAMPLES / "frozen_params" / "train.py"])
+    assert isinstance(report, StaticScanReport)
+    (f,) = report.findings
+    assert f.failure_mode == "frozen_params" and 0.6 <= f.confidence <= 0.9
+    assert f.location.endswith(f"train.py:{META['frozen_params']['bug_line']}")
+    assert f.evidence and f.fix and f.avoid == FAILURE_MODES["frozen_params"][1]
+    assert "model.head.parameters()" in report.text()
+    report.model_dump_json()  # serialisable as MCP structured output
+
+
+def test_rule_table_uses_the_failure_mode_vocabulary():
+    for rule in RULES.values():
+        assert rule.failure_mode in FAILURE_MODES and 0 < rule.confidence < 1 and rule.why and rule.fix

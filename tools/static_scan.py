@@ -1,0 +1,801 @@
+"""Static scan: read training code with `ast` and flag the silent bugs practitioners grep for.
+
+Each rule is one small function over a parsed file; RULES is the table of what each rule means
+(failure mode, how sure a static rule can be, why it is wrong, the fix). The dataflow is
+deliberately simple: within one function, a name stands for every value assigned to it there,
+and calls to functions defined in the same file are followed when looking inside a training loop.
+A rule fires only on a pattern that is wrong on its face; anything that needs runtime facts is
+left to the probes.
+"""
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from tools.errors import TriageError
+from tools.failure_modes import FailureMode
+from tools.report import Evidence, Finding, Report
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    failure_mode: FailureMode
+    confidence: float
+    why: str
+    fix: str
+
+
+RULES: dict[str, Rule] = {r.id: r for r in [
+    Rule("missing_zero_grad", "missing_zero_grad", 0.85,
+         "this loop calls backward()/step() but never zeroes the gradients, so .grad accumulates across steps",
+         "call optimizer.zero_grad(set_to_none=True) once per step (for gradient accumulation: after each optimizer.step())"),
+    Rule("step_before_backward", "missing_zero_grad", 0.7,
+         "optimizer.step() runs before loss.backward() in the loop, so each step applies the previous batch's gradients",
+         "order each step as zero_grad() -> forward -> loss.backward() -> optimizer.step()"),
+    Rule("zero_grad_between_backward_and_step", "broken_graph", 0.8,
+         "zero_grad() runs after backward() and before step(), so the optimizer always steps with zero gradients",
+         "move zero_grad() to the start of the step (or after optimizer.step())"),
+    Rule("softmax_into_cross_entropy", "loss_function", 0.85,
+         "cross-entropy applies log-softmax itself; feeding it softmax probabilities softmaxes twice, squashing the gradients and putting a floor under the loss",
+         "give CrossEntropyLoss / F.cross_entropy the raw logits; drop the Softmax from the model (apply it only for inference)"),
+    Rule("softmax_into_nll_loss", "loss_function", 0.85,
+         "nll_loss expects log-probabilities but gets softmax probabilities",
+         "use F.log_softmax before nll_loss, or F.cross_entropy on the raw logits"),
+    Rule("sigmoid_into_bce_with_logits", "loss_function", 0.85,
+         "BCEWithLogitsLoss applies the sigmoid itself; feeding it sigmoid outputs applies it twice",
+         "give BCEWithLogitsLoss / binary_cross_entropy_with_logits the raw logits"),
+    Rule("sigmoid_then_bce_loss", "loss_function", 0.6,
+         "sigmoid followed by BCELoss is numerically unstable: the sigmoid saturates to exactly 0 or 1 and the loss takes log(0)",
+         "drop the sigmoid and use BCEWithLogitsLoss / F.binary_cross_entropy_with_logits on the logits"),
+    Rule("negated_loss", "loss_function", 0.75,
+         "the loss is negated, so minimising it maximises the error",
+         "remove the minus sign (a loss such as cross_entropy / nll_loss / mse_loss is already the quantity to minimise)"),
+    Rule("detach_in_forward", "broken_graph", 0.75,
+         "the forward pass returns a value computed from a detached tensor (.detach() / .data / .item() / .numpy()), so everything before it gets no gradient",
+         "keep the live tensor on the path to the output; detach only copies kept for logging"),
+    Rule("loss_leaves_autograd", "broken_graph", 0.8,
+         "the loss is built from a value taken out of autograd (.item() / .numpy() / .data / .detach() / torch.tensor(...)), so backward() cannot reach the parameters",
+         "compute the loss from the model's output tensor directly; convert to Python numbers only for logging"),
+    Rule("forward_under_no_grad", "broken_graph", 0.8,
+         "the prediction the loss is computed from was produced under torch.no_grad() / inference_mode(), so it carries no graph",
+         "run the forward pass used for the loss outside no_grad (keep no_grad for evaluation only)"),
+    Rule("whole_model_requires_grad_false", "broken_graph", 0.6,
+         "requires_grad is switched off for every parameter of the model that is being trained",
+         "freeze only the submodule you mean to (model.backbone.parameters()), or remove the freeze"),
+    Rule("log_of_probability", "nan_inf", 0.7,
+         "log/sqrt of a softmax/sigmoid output with no clamp or epsilon: the probability underflows to exactly 0 and gives -inf, then NaN",
+         "work in log space (F.log_softmax, F.logsigmoid, binary_cross_entropy_with_logits) or clamp: p.clamp(min=1e-8).log()"),
+    Rule("divide_by_std_without_eps", "nan_inf", 0.7,
+         "division by a standard deviation with no epsilon: a constant row has std 0 and gives 0/0 = NaN",
+         "add an epsilon: / (std + 1e-5), or use nn.LayerNorm / F.layer_norm"),
+    Rule("exp_without_max_subtraction", "nan_inf", 0.7,
+         "exp() of unbounded values summed for a softmax/log-sum-exp: exp overflows to inf above ~88 in float32 and the result is NaN",
+         "subtract the max first (z - z.max(dim, keepdim=True).values) or use torch.logsumexp / F.log_softmax"),
+    Rule("eval_without_train", "train_eval_mode", 0.75,
+         "the training loop puts the model in eval() mode and nothing switches it back with train(), so dropout/batch-norm train in the wrong mode",
+         "call model.train() after evaluation (or at the top of every training step)"),
+    Rule("optimizer_over_submodule", "frozen_params", 0.75,
+         "the optimizer is built over one submodule's parameters, so the rest of the model gets gradients but never changes",
+         "build the optimizer over model.parameters() (freeze parts deliberately with requires_grad_(False))"),
+    Rule("zero_learning_rate", "frozen_params", 0.8,
+         "a learning rate of 0 means those parameters never change",
+         "give every trained parameter group a non-zero learning rate"),
+    Rule("view_after_permute", "shape_mismatch", 0.8,
+         ".view() on a permuted/transposed tensor: the memory is no longer contiguous, so view raises (or, after .contiguous() elsewhere, silently mixes dimensions)",
+         "use .reshape(...) or .contiguous().view(...)"),
+    Rule("host_sync_every_step", "slow_throughput", 0.3,
+         ".item() / .cpu() / .numpy() / print(tensor) on every iteration forces a host-device sync each step",
+         "log every k steps (inside `if step % k == 0`) or accumulate on the device and sync once"),
+]}
+
+
+class ScanIssue(BaseModel):
+    """One rule hit: where, which rule, and what to do about it."""
+
+    file: str
+    line: int
+    rule: str
+    failure_mode: FailureMode
+    confidence: float
+    why: str
+    fix: str
+    source: str = Field("", description="the source line, stripped")
+
+
+class StaticScanReport(Report):
+    files_scanned: int = 0
+    issues: list[ScanIssue] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list,
+                              description="files that could not be read or parsed (and rules that failed on a file), with the reason")
+
+    def headline(self) -> str:
+        s = f"static scan: {self.files_scanned} file(s), {len(self.issues)} issue(s)"
+        if self.errors:
+            s += f", {len(self.errors)} error(s): {'; '.join(self.errors[:3])}"
+        return s
+
+
+# ---------------------------------------------------------------------------------------------
+# vocabulary
+
+OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+              "LBFGS", "SparseAdam", "ASGD", "Rprop", "Adafactor", "Lion", "Muon"}
+LOSS_FUNCS = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+              "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+              "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
+              "BCEWithLogitsLoss", "KLDivLoss"}
+CE = {"cross_entropy", "CrossEntropyLoss"}
+NLL = {"nll_loss", "NLLLoss"}
+BCE = {"binary_cross_entropy", "BCELoss"}
+BCE_LOGITS = {"binary_cross_entropy_with_logits", "BCEWithLogitsLoss"}
+PASSTHROUGH = {"view", "reshape", "squeeze", "unsqueeze", "flatten", "float", "double", "half", "to",
+               "contiguous", "permute", "transpose", "clone", "gather", "index_select", "masked_select",
+               "cuda", "type", "expand", "expand_as", "view_as", "reshape_as"}
+LEAVES_AUTOGRAD = {"item", "numpy", "tolist"}
+SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
+NO_GRAD = {"no_grad", "inference_mode"}
+GUARDS = {"clamp", "clamp_min", "clamp_", "clip", "maximum", "where", "nan_to_num"}
+
+
+def _name(node: ast.AST) -> str:
+    """The last name of a call target or expression: torch.nn.functional.softmax -> softmax."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _method_call(node: ast.AST, *names: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+
+
+def _src(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # unparse can fail on odd nodes; a rule never needs the text that badly
+        return ""
+
+
+def _is_eps(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) or \
+        "eps" in _src(node).lower() or "tiny" in _src(node).lower()
+
+
+def _guarded(expr: ast.AST) -> bool:
+    """Does the expression clamp or add an epsilon somewhere?"""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and _name(n) in GUARDS:
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and (_is_eps(n.left) or _is_eps(n.right)):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# one parsed file with its scopes, assignments and training loops
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.While, ast.AsyncFor)
+
+
+def _in_scope(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `root` without entering nested functions, classes or lambdas."""
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, NESTED):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+class ParsedFile:
+    def __init__(self, path: str, text: str, tree: ast.Module):
+        self.path, self.lines, self.tree = path, text.splitlines(), tree
+        self.nodes = list(ast.walk(tree))
+        self.parent: dict[ast.AST, ast.AST] = {}
+        for n in self.nodes:
+            for c in ast.iter_child_nodes(n):
+                self.parent[c] = n
+        self.functions: dict[str, ast.AST] = {}
+        self.scope_of: dict[ast.AST, ast.AST] = {}
+        self.assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        for scope in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            if scope is not tree:
+                self.functions.setdefault(scope.name, scope)
+            table: dict[str, list[ast.AST]] = {}
+            for n in _in_scope(scope):
+                self.scope_of[n] = scope
+                for key, value in self._bindings(n):
+                    table.setdefault(key, []).append(value)
+            self.assigned[scope] = table
+        self.loss_objects = self._loss_objects()
+        self.prob_models = self._probability_models()
+
+    @staticmethod
+    def _bindings(n: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+        if isinstance(n, ast.Assign):
+            pairs = [(t, n.value) for t in n.targets]
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+            pairs = [(n.target, n.value)]
+        elif isinstance(n, (ast.For, ast.AsyncFor)):
+            pairs = [(n.target, n.iter)]
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            pairs = [(n.optional_vars, n.context_expr)]
+        else:
+            return
+        for target, value in pairs:
+            if isinstance(target, (ast.Tuple, ast.List)):
+                same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                for i, t in enumerate(target.elts):
+                    if isinstance(t, (ast.Name, ast.Attribute)):
+                        yield _src(t), value.elts[i] if same else value
+            elif isinstance(target, (ast.Name, ast.Attribute)):
+                yield _src(target), value
+
+    def line(self, node_or_line) -> tuple[int, str]:
+        ln = node_or_line if isinstance(node_or_line, int) else getattr(node_or_line, "lineno", 1)
+        return ln, self.lines[ln - 1].strip() if 0 < ln <= len(self.lines) else ""
+
+    def values_of(self, expr: ast.AST) -> list[ast.AST]:
+        """The expressions assigned (in the same function) to the name or attribute `expr`."""
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return []
+        scope = self.scope_of.get(expr, self.tree)
+        return self.assigned.get(scope, {}).get(_src(expr), []) or \
+            (self.assigned[self.tree].get(_src(expr), []) if scope is not self.tree else [])
+
+    def closure(self, expr: ast.AST, limit: int = 60) -> list[ast.AST]:
+        """`expr` and, transitively, every value assigned to the names it reads."""
+        out, seen, todo = [], set(), [expr]
+        while todo and len(out) < limit:
+            e = todo.pop()
+            out.append(e)
+            for n in ast.walk(e):
+                if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(getattr(n, "ctx", None), ast.Load):
+                    key = (self.scope_of.get(n), _src(n))
+                    if key not in seen:
+                        seen.add(key)
+                        todo.extend(self.values_of(n))
+        return out
+
+    def in_no_grad(self, node: ast.AST) -> bool:
+        n = self.parent.get(node)
+        while n is not None and not isinstance(n, SCOPES):
+            if isinstance(n, ast.With) and any(_name(i.context_expr) in NO_GRAD or (
+                    _name(i.context_expr) == "set_grad_enabled" and "False" in _src(i.context_expr)) for i in n.items):
+                return True
+            n = self.parent.get(n)
+        return False
+
+    def under_if(self, node: ast.AST, stop: ast.AST) -> bool:
+        n = self.parent.get(node)
+        while n is not None and n is not stop:
+            if isinstance(n, (ast.If, ast.IfExp, ast.Try)):
+                return True
+            n = self.parent.get(n)
+        return False
+
+    # --- what the file defines
+
+    def _loss_objects(self) -> dict[str, str]:
+        """Names bound to loss modules: criterion = nn.CrossEntropyLoss() -> {"criterion": "CrossEntropyLoss"}."""
+        out = {}
+        for table in self.assigned.values():
+            for key, values in table.items():
+                for v in values:
+                    if isinstance(v, ast.Call) and _name(v) in LOSS_FUNCS and _name(v)[0].isupper():
+                        out[key] = _name(v)
+        return out
+
+    def _probability_models(self) -> dict[str, str]:
+        """Models defined here whose output is already a probability: name -> "softmax" | "sigmoid"."""
+        ends: dict[str, str] = {}  # class / factory / variable name -> kind
+        last = {"Softmax": "softmax", "Sigmoid": "sigmoid"}
+        for n in self.nodes:
+            if isinstance(n, ast.Call) and _name(n) == "Sequential" and n.args and _name(n.args[-1]) in last:
+                kind = last[_name(n.args[-1])]
+                parent = self.parent.get(n)
+                if isinstance(parent, ast.Assign):
+                    for t in parent.targets:
+                        ends[_src(t).removeprefix("self.")] = kind
+                elif isinstance(parent, ast.Return) and self.scope_of.get(parent) in self.functions.values():
+                    ends[self.scope_of[parent].name] = kind
+            if isinstance(n, ast.ClassDef):
+                for f in n.body:
+                    if isinstance(f, ast.FunctionDef) and f.name == "forward":
+                        for r in _in_scope(f):
+                            if isinstance(r, ast.Return) and r.value is not None:
+                                kind = self._prob_kind(r.value, ends)
+                                if kind:
+                                    ends[n.name] = kind
+        for table in self.assigned.values():  # model = build_model() / model = Net()
+            for key, values in table.items():
+                for v in values:
+                    if isinstance(v, ast.Call) and _name(v) in ends:
+                        ends[key.removeprefix("self.")] = ends[_name(v)]
+        return ends
+
+    def _prob_kind(self, expr: ast.AST, models: dict[str, str], depth: int = 0) -> str:
+        """"softmax" / "log_softmax" / "sigmoid" if `expr` is (a reshaped view of) such an output."""
+        if depth > 8:
+            return ""
+        if isinstance(expr, ast.Subscript):
+            return self._prob_kind(expr.value, models, depth + 1)
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            kinds = {self._prob_kind(v, models, depth + 1) for v in self.values_of(expr)} - {""}
+            return kinds.pop() if len(kinds) == 1 else ""
+        if not isinstance(expr, ast.Call):
+            return ""
+        name = _name(expr)
+        if name in ("softmax", "log_softmax", "sigmoid"):
+            return name
+        if isinstance(expr.func, ast.Attribute) and name in PASSTHROUGH:
+            return self._prob_kind(expr.func.value, models, depth + 1)
+        callee = _src(expr.func).removeprefix("self.")
+        if callee in models:
+            return models[callee]
+        if models and isinstance(expr.func, (ast.Name, ast.Attribute)) and any(
+                w in callee.lower() for w in ("model", "net")):
+            return next(iter(set(models.values()))) if len(set(models.values())) == 1 else ""
+        return ""
+
+    def loss_kind(self, call: ast.Call) -> str:
+        """The loss a call computes: F.cross_entropy(...) -> "cross_entropy", criterion(...) -> "CrossEntropyLoss"."""
+        name = _name(call)
+        if name in LOSS_FUNCS and not name[0].isupper():
+            return name
+        if isinstance(call.func, ast.Call) and _name(call.func) in LOSS_FUNCS:  # nn.MSELoss()(a, b)
+            return _name(call.func)
+        return self.loss_objects.get(_src(call.func), "")
+
+    def first_arg(self, call: ast.Call) -> ast.AST | None:
+        if call.args:
+            return call.args[0]
+        for kw in call.keywords:
+            if kw.arg in ("input", "logits", "y_pred"):
+                return kw.value
+        return None
+
+    # --- training loops
+
+    def expand(self, root: ast.AST) -> list[ast.AST]:
+        """Nodes under `root`, plus the bodies of same-file functions it calls (transitively)."""
+        out, seen, todo = [], set(), [root]
+        while todo:
+            r = todo.pop()
+            for n in _in_scope(r):
+                out.append(n)
+                if isinstance(n, ast.Call):
+                    target = n.func.id if isinstance(n.func, ast.Name) else (
+                        n.func.attr if isinstance(n.func, ast.Attribute) and _src(n.func.value) == "self" else "")
+                    f = self.functions.get(target)
+                    if f is not None and f not in seen:
+                        seen.add(f)
+                        todo.append(f)
+        return out
+
+    @cached_property
+    def _stepping_loops(self) -> list[tuple[ast.AST, list[ast.AST]]]:
+        """Loops that (through same-file calls) run an optimizer step, with their expanded nodes."""
+        loops = [(n, self.expand(n)) for n in self.nodes if isinstance(n, LOOPS)]
+        return [(loop, nodes) for loop, nodes in loops if any(_is_optimizer_step(c) for c in nodes)]
+
+    def training_loops(self) -> list[tuple[ast.AST, list[ast.AST]]]:
+        """The innermost stepping loops: where one training step happens."""
+        stepping = self._stepping_loops
+        return [(loop, nodes) for loop, nodes in stepping
+                if not any(other is not loop and other in nodes for other, _ in stepping)]
+
+    def outer_training_loops(self) -> list[tuple[ast.AST, list[ast.AST]]]:
+        """The outermost stepping loops: the whole run, epochs included."""
+        stepping = self._stepping_loops
+        return [(loop, nodes) for loop, nodes in stepping
+                if not any(other is not loop and loop in other_nodes for other, other_nodes in stepping)]
+
+
+def _is_optimizer_step(n: ast.AST) -> bool:
+    if not _method_call(n, "step"):
+        return False
+    receiver = _src(n.func.value).lower()
+    if "sched" in receiver or "env" in receiver:
+        return False
+    return "optim" in receiver or receiver.split(".")[-1].startswith("opt") or (receiver.endswith("scaler") and bool(n.args))
+
+
+def _is_backward(n: ast.AST) -> bool:
+    return _method_call(n, "backward") or (isinstance(n, ast.Call) and _src(n.func).endswith("autograd.backward"))
+
+
+def _is_zeroing(n: ast.AST) -> bool:
+    if _method_call(n, "zero_grad"):
+        return True
+    if _method_call(n, "zero_", "detach_") and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "grad":
+        return True
+    if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets):
+        return True
+    return False
+
+
+def _backward_root(call: ast.Call) -> ast.AST | None:
+    """loss.backward() -> loss; scaler.scale(loss).backward() -> loss; torch.autograd.backward(loss) -> loss."""
+    if _method_call(call, "backward"):
+        r = call.func.value
+        if _method_call(r, "scale") and r.args:
+            return r.args[0]
+        return r
+    return call.args[0] if call.args else None
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules: each takes a parsed file and returns [(node or line, rule id)]
+
+Hit = tuple[ast.AST | int, str]
+
+
+def rule_missing_zero_grad(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for loop, nodes in f.training_loops():
+        if any(_is_backward(n) for n in nodes) and not any(_is_zeroing(n) for n in nodes):
+            where = next((n for n in nodes if _is_backward(n)), loop)
+            hits.append((where, "missing_zero_grad"))
+    return hits
+
+
+def rule_step_order(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for loop, _ in f.training_loops():
+        own = list(_in_scope(loop))
+        steps = sorted(n.lineno for n in own if _is_optimizer_step(n))
+        backs = sorted(n.lineno for n in own if _is_backward(n))
+        zeros = sorted(n.lineno for n in own if _method_call(n, "zero_grad"))
+        if not steps or not backs:
+            continue
+        if steps[0] < backs[0] and not any(b < steps[0] for b in backs):
+            hits.append((steps[0], "step_before_backward"))
+        for s in steps:
+            before = [b for b in backs if b < s]
+            if before and any(before[-1] < z < s for z in zeros):
+                hits.append((next(z for z in zeros if before[-1] < z < s), "zero_grad_between_backward_and_step"))
+    return hits
+
+
+def rule_probabilities_into_loss(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for call in (n for n in f.nodes if isinstance(n, ast.Call)):
+        kind = f.loss_kind(call)
+        arg = f.first_arg(call)
+        if not kind or arg is None:
+            continue
+        prob = f._prob_kind(arg, f.prob_models)
+        if kind in CE and prob == "softmax":
+            hits.append((call, "softmax_into_cross_entropy"))
+        elif kind in NLL and prob == "softmax":
+            hits.append((call, "softmax_into_nll_loss"))
+        elif kind in BCE_LOGITS and prob == "sigmoid":
+            hits.append((call, "sigmoid_into_bce_with_logits"))
+        elif kind in BCE and prob == "sigmoid":
+            hits.append((call, "sigmoid_then_bce_loss"))
+    return hits
+
+
+def rule_negated_loss(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for n in f.nodes:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            operand = n.operand
+            if isinstance(operand, ast.Call) and f.loss_kind(operand):
+                hits.append((n, "negated_loss"))
+            elif isinstance(operand, ast.Name) and operand.id == "loss" and (
+                    _is_backward(f.parent.get(f.parent.get(n))) or _assigns_to(f, n, "loss")):
+                hits.append((n, "negated_loss"))
+    return hits
+
+
+def _assigns_to(f: ParsedFile, node: ast.AST, name: str) -> bool:
+    p = f.parent.get(node)
+    return isinstance(p, ast.Assign) and any(_src(t) == name for t in p.targets)
+
+
+def _leaves_autograd(e: ast.AST, with_detach: bool) -> ast.AST | None:
+    for n in ast.walk(e):
+        if _method_call(n, *LEAVES_AUTOGRAD) or (with_detach and _method_call(n, "detach")):
+            return n
+        if isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
+            return n
+        if isinstance(n, ast.Call) and _src(n.func) in ("torch.tensor", "torch.as_tensor", "torch.from_numpy"):
+            return n
+    return None
+
+
+def _backward_roots(f: ParsedFile) -> list[ast.AST]:
+    """What .backward() is called on."""
+    return [r for n in f.nodes if isinstance(n, ast.Call) and _is_backward(n) for r in [_backward_root(n)] if r]
+
+
+def _loss_function_returns(f: ParsedFile) -> list[ast.AST]:
+    """What functions named like a loss (loss_fn, compute_loss) return."""
+    return [r.value for fn in f.functions.values() if "loss" in fn.name.lower()
+            for r in _in_scope(fn) if isinstance(r, ast.Return) and r.value is not None]
+
+
+def _cut_prediction(f: ParsedFile, exprs: list[ast.AST]) -> ast.AST | None:
+    """A detach-like op on the prediction (first argument) of a loss call; .detach() on a target is fine."""
+    for e in exprs:
+        for c in ast.walk(e):
+            if isinstance(c, ast.Call) and f.loss_kind(c) and f.first_arg(c) is not None:
+                for p in f.closure(f.first_arg(c)):
+                    bad = _leaves_autograd(p, with_detach=True)
+                    if bad is not None:
+                        return bad
+    return None
+
+
+def rule_graph_cut(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for fn in f.functions.values():  # forward(): a detach on the way to the output
+        owner = f.parent.get(fn)
+        custom_backward = isinstance(owner, ast.ClassDef) and any(
+            isinstance(m, ast.FunctionDef) and m.name == "backward" for m in owner.body)
+        if fn.name == "forward" and not custom_backward:
+            for r in _in_scope(fn):
+                if isinstance(r, ast.Return) and r.value is not None:
+                    bad = next((b for e in f.closure(r.value) for b in [_leaves_autograd(e, True)] if b is not None), None)
+                    if bad is not None:
+                        hits.append((bad, "detach_in_forward"))
+    for root, backward in [(r, True) for r in _backward_roots(f)] + [(r, False) for r in _loss_function_returns(f)]:
+        exprs = f.closure(root)
+        # the value backward() runs on was itself rebuilt outside autograd: torch.tensor(loss.item()), x.data, ...
+        top = [root] + f.values_of(root) if backward else []
+        bad = next((t for t in top if _leaves_autograd_at_top(t)), None) or _cut_prediction(f, exprs)
+        if bad is not None:
+            hits.append((bad, "loss_leaves_autograd"))
+        elif backward and _prediction_under_no_grad(f, root, exprs):
+            hits.append((root, "forward_under_no_grad"))
+    return hits
+
+
+def _leaves_autograd_at_top(e: ast.AST) -> bool:
+    return _method_call(e, *LEAVES_AUTOGRAD, "detach") or (isinstance(e, ast.Attribute) and e.attr == "data") or (
+        isinstance(e, ast.Call) and _src(e.func) in ("torch.tensor", "torch.as_tensor", "torch.from_numpy"))
+
+
+def _prediction_under_no_grad(f: ParsedFile, root: ast.AST, exprs: list[ast.AST]) -> bool:
+    if f.in_no_grad(root) and not isinstance(f.scope_of.get(root), ast.Module | type(None)):
+        return any(_is_backward(n) and _backward_root(n) is root for n in [f.parent.get(f.parent.get(root))])
+    for e in exprs:
+        for c in ast.walk(e):
+            if isinstance(c, ast.Call) and f.loss_kind(c) and f.first_arg(c) is not None:
+                arg = f.first_arg(c)
+                values = f.values_of(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else []
+                if values and all(f.in_no_grad(v) for v in values):
+                    return True
+    return False
+
+
+def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
+    hits = []
+    if not any(isinstance(n, ast.Call) and _is_backward(n) for n in f.nodes):
+        return hits
+    for n in f.nodes:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") \
+                and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name):
+            param = n.target.id  # `for p in model.parameters(): p.requires_grad = False`
+            for s in _in_scope(n):
+                if isinstance(s, ast.Assign) and any(_src(t) == f"{param}.requires_grad" for t in s.targets) \
+                        and _src(s.value) == "False":
+                    hits.append((s, "whole_model_requires_grad_false"))
+                elif _method_call(s, "requires_grad_") and _src(s.func.value) == param and s.args \
+                        and _src(s.args[0]) == "False":
+                    hits.append((s, "whole_model_requires_grad_false"))
+        if _method_call(n, "requires_grad_") and n.args and _src(n.args[0]) == "False" \
+                and isinstance(n.func.value, ast.Name) and "model" in n.func.value.id.lower():
+            hits.append((n, "whole_model_requires_grad_false"))
+    return hits
+
+
+def rule_numerics(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for n in f.nodes:
+        if isinstance(n, ast.Call) and _name(n) in ("log", "log2", "log10", "sqrt") and not _src(n.func).startswith("math."):
+            arg = n.args[0] if n.args else (n.func.value if isinstance(n.func, ast.Attribute) else None)
+            if arg is not None and not _guarded(arg) and _has_probability(f, arg):
+                hits.append((n, "log_of_probability"))
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and not _guarded(n.right) and _is_std(f, n.right):
+            hits.append((n, "divide_by_std_without_eps"))
+        if isinstance(n, ast.Call) and _name(n) == "exp" and not _src(n.func).startswith("math.") and _summed(f, n) \
+                and not _max_subtracted(f, n.args[0] if n.args else n.func.value):
+            hits.append((n, "exp_without_max_subtraction"))
+    return hits
+
+
+def _has_probability(f: ParsedFile, expr: ast.AST, depth: int = 0) -> bool:
+    """Is a softmax/sigmoid output an operand of `expr` (through 1 - p, p * y, indexing)?"""
+    if depth > 6:
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Sub, ast.Mult, ast.Div)):
+        return _has_probability(f, expr.left, depth + 1) or _has_probability(f, expr.right, depth + 1)
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        values = f.values_of(expr)
+        return bool(values) and all(not _guarded(v) and _has_probability(f, v, depth + 1) for v in values)
+    return f._prob_kind(expr, {}) in ("softmax", "sigmoid")
+
+
+def _is_std(f: ParsedFile, expr: ast.AST, depth: int = 0) -> bool:
+    if depth > 6:
+        return False
+    if isinstance(expr, (ast.Name, ast.Attribute)) and not isinstance(expr, ast.Call):
+        values = f.values_of(expr)
+        return bool(values) and all(not _guarded(v) and _is_std(f, v, depth + 1) for v in values)
+    if isinstance(expr, ast.Call):
+        name = _name(expr)
+        if name == "std":
+            return True
+        if name == "sqrt":
+            inner = expr.args[0] if expr.args else (expr.func.value if isinstance(expr.func, ast.Attribute) else None)
+            return inner is not None and not _guarded(inner) and any(
+                _name(c) == "var" for c in ast.walk(inner) if isinstance(c, ast.Call))
+    return False
+
+
+def _summed(f: ParsedFile, exp_call: ast.Call) -> bool:
+    p = f.parent.get(exp_call)
+    if isinstance(p, ast.Attribute) and p.attr == "sum" or (isinstance(p, ast.Call) and _name(p) == "sum"):
+        return True
+    if isinstance(p, ast.Assign):
+        names = {_src(t) for t in p.targets}
+        scope = f.scope_of.get(p)
+        return any(isinstance(n, ast.Call) and _name(n) == "sum" and (
+            _src(n.func.value) in names if isinstance(n.func, ast.Attribute) and _src(n.func) != "torch.sum"
+            else any(_src(a) in names for a in n.args)) for n in _in_scope(scope))
+    return False
+
+
+def _max_subtracted(f: ParsedFile, expr: ast.AST) -> bool:
+    shifted = lambda e: isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and any(
+        w in _src(e.right) for w in ("max", "amax", "logsumexp"))
+    if shifted(expr):
+        return True
+    return any(shifted(v) for v in f.values_of(expr))  # flow-insensitive: any shifted assignment counts
+
+
+def rule_eval_without_train(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for loop, nodes in f.outer_training_loops():
+        evals = [n for n in nodes if _method_call(n, "eval") or (
+            _method_call(n, "train") and n.args and _src(n.args[0]) == "False")]
+        trains = [n for n in nodes if _method_call(n, "train") and (not n.args or _src(n.args[0]) == "True")]
+        if evals and not trains:
+            hits.append((evals[0], "eval_without_train"))
+    return hits
+
+
+def _is_optimizer_ctor(call: ast.Call) -> bool:
+    return _name(call) in OPTIMIZERS and ("optim" in _src(call.func) or isinstance(call.func, ast.Name))
+
+
+def rule_optimizer_params(f: ParsedFile) -> list[Hit]:
+    hits = []
+    deliberate_freeze = "requires_grad_(False)" in "\n".join(f.lines) or any(
+        isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets)
+        for n in f.nodes)
+    for n in f.nodes:
+        if not (isinstance(n, ast.Call) and _is_optimizer_ctor(n)):
+            continue
+        params = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "params"), None)
+        owner = params.func.value if _method_call(params, "parameters") else None
+        # model.head.parameters() is a part of a model; self.policy.parameters() is a trainer's whole model
+        if isinstance(owner, ast.Attribute) and _src(owner.value) != "self" and not deliberate_freeze:
+            name = owner.attr.lower()
+            if "model" not in name and name not in ("net", "module", "network", "_orig_mod"):
+                hits.append((n, "optimizer_over_submodule"))
+        lrs = [k.value for k in n.keywords if k.arg == "lr"]
+        for d in ast.walk(n):
+            if isinstance(d, ast.Dict):
+                lrs += [v for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value == "lr"]
+        if any(isinstance(v, ast.Constant) and v.value == 0 for v in lrs):
+            hits.append((n, "zero_learning_rate"))
+    return hits
+
+
+def rule_view_after_permute(f: ParsedFile) -> list[Hit]:
+    hits = []
+    permuted = lambda e: _method_call(e, "permute", "transpose", "movedim", "swapaxes") or (
+        isinstance(e, ast.Attribute) and e.attr in ("T", "mT"))
+    for n in f.nodes:
+        if _method_call(n, "view") and n.args:
+            r = n.func.value
+            if permuted(r) or (isinstance(r, ast.Name) and f.values_of(r) and all(permuted(v) for v in f.values_of(r))):
+                hits.append((n, "view_after_permute"))
+    return hits
+
+
+def rule_host_sync(f: ParsedFile) -> list[Hit]:
+    hits = []
+    for loop, _ in f.training_loops():
+        losses = {_src(r) for n in _in_scope(loop) if isinstance(n, ast.Call) and _is_backward(n)
+                  for r in [_backward_root(n)] if r is not None}
+        for n in _in_scope(loop):
+            sync = _method_call(n, *SYNC_METHODS) or (
+                isinstance(n, ast.Call) and _name(n) == "print" and any(_src(a) in losses for a in n.args))
+            if sync and not f.under_if(n, loop):
+                hits.append((n, "host_sync_every_step"))
+                break  # one finding per loop
+    return hits
+
+
+RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
+                  rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
+                  rule_optimizer_params, rule_view_after_permute, rule_host_sync]
+
+
+# ---------------------------------------------------------------------------------------------
+
+SKIP_DIRS = {".venv", "venv", "site-packages", "node_modules", "__pycache__", "build", "dist", ".git"}
+
+
+def _python_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise TriageError(f"{p} does not exist", "pass files or directories that exist (relative to the workspace)")
+        if p.is_file():
+            files.append(p)
+            continue
+        for f in sorted(p.rglob("*.py")):
+            rel = f.relative_to(p).parts[:-1]
+            if not any(part in SKIP_DIRS or part.startswith(".") for part in rel):
+                files.append(f)
+    return list(dict.fromkeys(files))
+
+
+def scan_source(text: str, path: str = "<string>", errors: list[str] | None = None) -> list[ScanIssue]:
+    """All rule hits in one file's source text (raises SyntaxError if it does not parse).
+
+    A rule that fails on odd code is skipped and noted in `errors`, never allowed to sink the scan."""
+    f = ParsedFile(path, text, ast.parse(text, filename=path))
+    issues, seen = [], set()
+    for rule_fn in RULE_FUNCTIONS:
+        try:
+            hits = rule_fn(f)
+        except Exception as e:  # noqa: BLE001 - a scan of someone's code must not crash on it
+            if errors is not None:
+                errors.append(f"{path}: {rule_fn.__name__} failed: {type(e).__name__}: {e}")
+            continue
+        for where, rule_id in hits:
+            line, source = f.line(where)
+            if (line, rule_id) in seen:
+                continue
+            seen.add((line, rule_id))
+            r = RULES[rule_id]
+            issues.append(ScanIssue(file=path, line=line, rule=rule_id, failure_mode=r.failure_mode,
+                                    confidence=r.confidence, why=r.why, fix=r.fix, source=source))
+    return sorted(issues, key=lambda i: i.line)
+
+
+def static_scan(paths: list[Path]) -> StaticScanReport:
+    """Scan Python files (or directories, recursively) for silent training bugs; one finding per rule hit."""
+    report = StaticScanReport()
+    for path in _python_files(paths):
+        report.files_scanned += 1
+        try:
+            report.issues += scan_source(path.read_text(encoding="utf-8"), str(path), report.errors)
+        except SyntaxError as e:
+            report.errors.append(f"{path}: SyntaxError at line {e.lineno}: {e.msg}")
+        except (UnicodeDecodeError, OSError, RecursionError, ValueError) as e:
+            report.errors.append(f"{path}: {type(e).__name__}: {e}")
+    report.findings = [
+        Finding(failure_mode=i.failure_mode, confidence=i.confidence, summary=f"{i.rule}: {i.why}",
+                evidence=[Evidence(what="code", value=i.source, source=f"{i.file}:{i.line}"),
+                          Evidence(what="rule", value=i.rule, source="static_scan")],
+                fix=i.fix, location=f"{i.file}:{i.line}")
+        for i in report.issues]
+    return report
