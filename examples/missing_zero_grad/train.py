@@ -33,6 +33,13 @@ def make_target():
             "task": "regression"}
 
 
+def train_step(model, optimizer, batch):
+    loss = loss_fn(model, batch)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
@@ -41,10 +48,7 @@ def main():
     model, optimizer, data = t["model"], t["optimizer"], t["data"]
     model.train()
     for step in range(args.steps):
-        x, y = data[step % len(data)]
-        loss = loss_fn(model, (x, y))
-        loss.backward()
-        optimizer.step()
+        loss = train_step(model, optimizer, data[step % len(data)])
         if step % 10 == 0:
             grad_norm = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in model.parameters()]))
             print(f"step={step} loss={loss.item():.5f} grad_norm={grad_norm.item():.4f} lr={optimizer.param_groups[0]['lr']}", flush=True)
