@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -50,6 +50,7 @@ class ProbeOutcome:
     stdout_tail: str
     stderr_tail: str
     python: str
+    reports: dict = field(default_factory=dict)  # script mode: <job>/reports/*.json (one per rank), by file stem
 
     @property
     def crashed_by(self) -> str | None:
@@ -125,6 +126,7 @@ async def run_probe(
     job = Path(tempfile.mkdtemp(prefix="mltriage-"))
     try:
         (job / "args.json").write_text(json.dumps({**args, "workspace": str(workspace_root)}))
+        (job / "reports").mkdir()
         full_env = {**os.environ, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1"}
         argv = command or [interpreter, str(probe_file), str(job)]
         start = time.monotonic()
@@ -155,9 +157,19 @@ async def run_probe(
             except (OSError, ValueError):
                 result = None
         return ProbeOutcome(result, proc.returncode, timed_out, time.monotonic() - start,
-                            _tail(job / "stdout"), _tail(job / "stderr"), interpreter)
+                            _tail(job / "stdout"), _tail(job / "stderr"), interpreter, _read_reports(job / "reports"))
     finally:
         shutil.rmtree(job, ignore_errors=True)
+
+
+def _read_reports(folder: Path) -> dict:
+    out = {}
+    for f in sorted(folder.glob("*.json")):
+        try:
+            out[f.stem] = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 async def _forward_progress(path: Path, seen: int, on_progress: ProgressFn | None) -> int:

@@ -42,7 +42,10 @@ class UserCodeError(Exception):
 
 def error_payload(kind: str, exc: BaseException, phase: str | None = None) -> dict:
     tb = traceback.extract_tb(exc.__traceback__)
-    frame = tb[-1] if tb else None
+    # the innermost frame of the user's code, not torch's internals or ours
+    here = os.path.dirname(os.path.abspath(__file__))
+    theirs = [f for f in tb if not f.filename.startswith(here) and f"{os.sep}torch{os.sep}" not in f.filename]
+    frame = theirs[-1] if theirs else (tb[-1] if tb else None)
     return {"ok": False, "error": {
         "kind": kind, "phase": phase, "type": type(exc).__name__, "message": str(exc)[:2000],
         "file": frame.filename if frame else None, "line": frame.lineno if frame else None,
