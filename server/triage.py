@@ -48,5 +48,6 @@ async def triage(
     log_file = w.existing_file(log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)
     rep = await run_triage(w.root, _target(target), _command(command), log_file, log_path,
-                           [w.read_path(p) for p in sources], python, budget_s, progress_reporter(ctx))
+                           [w.read_path(p) for p in sources], python, budget_s, progress_reporter(ctx),
+                           target_label=target)
     return reply(rep)

@@ -16,6 +16,8 @@ from tools.errors import TriageError
 from tools.report import Evidence, Finding, Report
 
 DECISIVE = 0.8
+# Steps that measure the model itself; their wording leads a merged finding because it localises.
+PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_norm_snapshot", "data_check"})
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
@@ -71,23 +73,26 @@ class TriageReport(Report):
 
 def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
     """One finding per failure mode, ranked; corroboration by a second step raises confidence."""
-    by_mode: dict[str, tuple[Finding, set[str]]] = {}
+    by_mode: dict[str, tuple[Finding, set[str], bool]] = {}
     for step, f in found:
+        probe = step in PROBES
         if f.failure_mode not in by_mode:
-            by_mode[f.failure_mode] = (f.model_copy(deep=True), {step})
+            by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, probe)
             continue
-        best, steps = by_mode[f.failure_mode]
+        best, steps, best_probe = by_mode[f.failure_mode]
         if step in steps:  # the same step saying it twice is not new evidence
             if f.confidence > best.confidence:
-                by_mode[f.failure_mode] = (f.model_copy(deep=True), steps)
+                by_mode[f.failure_mode] = (f.model_copy(deep=True), steps, probe)
             continue
-        lead, other = (f, best) if f.confidence > best.confidence else (best, f)
+        # the measured (probe) finding leads; among equals, the more confident one
+        f_leads = (probe, f.confidence) > (best_probe, best.confidence)
+        lead, other = (f, best) if f_leads else (best, f)
         merged = lead.model_copy(deep=True)
-        merged.confidence = min(CORROBORATED_CAP, 1 - (1 - lead.confidence) * (1 - other.confidence))
+        merged.confidence = min(CORROBORATED_CAP, 1 - (1 - f.confidence) * (1 - best.confidence))
         merged.evidence = lead.evidence + [e for e in other.evidence if e not in lead.evidence]
         merged.location = lead.location or other.location
-        by_mode[f.failure_mode] = (merged, steps | {step})
-    ranked = sorted((f for f, _ in by_mode.values()), key=lambda f: -f.confidence)
+        by_mode[f.failure_mode] = (merged, steps | {step}, probe or best_probe)
+    ranked = sorted((f for f, _, _ in by_mode.values()), key=lambda f: -f.confidence)
     return [f for f in ranked if f.failure_mode != "healthy"] or ranked
 
 
@@ -101,7 +106,7 @@ async def triage(
     budget_s: float = 180.0,
     on_progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
     always: frozenset[str] = frozenset({"static_scan", "tail_log", "log_metrics"}),
-    next_steps: Callable[[list[Finding]], list[NextStep]] | None = None,
+    next_steps: Callable[[list[Finding], frozenset[str]], list[NextStep]] | None = None,
 ) -> TriageReport:
     """Run `steps` (name, async fn(timeout_s) -> Report, cap_s) in tree order under a wall-clock budget.
 
@@ -147,7 +152,8 @@ async def triage(
                             fix="Nothing to fix by these checks; if the run still disappoints, read the curve "
                                 "(log_metrics with plot=True) and compare against a baseline run.")]
     return TriageReport(findings=findings, healthy=healthy, decisive_step=decisive, steps=ran,
-                        next_steps=next_steps(findings) if next_steps else [], budget_s=budget_s,
+                        next_steps=next_steps(findings, frozenset(s.name for s in ran if s.status == "ok"))
+                        if next_steps else [], budget_s=budget_s,
                         elapsed_s=time.monotonic() - start)
 
 
@@ -184,12 +190,15 @@ NEXT_FOR = {
 }
 
 
-def suggest_next(findings: list[Finding], target: str | None, log_path: str | None) -> list[NextStep]:
+def suggest_next(findings: list[Finding], target: str | None, log_path: str | None,
+                 already_ran: frozenset[str] = frozenset()) -> list[NextStep]:
     steps: list[NextStep] = []
     for f in findings[:2]:
         if f.failure_mode == "healthy":
             break
         tool, why = NEXT_FOR.get(f.failure_mode, ("tail_log", "look at the raw evidence"))
+        if tool in already_ran:
+            continue
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
                                                          "profile_steps"} else {}
@@ -228,6 +237,7 @@ async def run_triage(
     python: str | None = None,
     budget_s: float = 180.0,
     on_progress=None,
+    target_label: str | None = None,
 ) -> TriageReport:
     """The decision tree over whatever the caller could give: a target factory, a command, a log, sources."""
     import anyio
@@ -260,4 +270,4 @@ async def run_triage(
     if not target and not command and log_file is None and not sources:
         raise TriageError("nothing to triage", "Pass at least one of target, command, log_path or source_paths")
     return await triage(steps, budget_s, on_progress,
-                        next_steps=lambda fs: suggest_next(fs, target, log_name))
+                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran))

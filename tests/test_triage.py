@@ -1,0 +1,127 @@
+"""triage and static_scan: the decision tree walked on real broken runs, over a real stdio MCP connection."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, run, stdio_client, text_of
+from tools.report import Finding
+from tools.triage import merge_findings, triage
+
+
+def _copy(ws, *names):
+    for n in names:
+        shutil.copytree(EXAMPLES / n, ws / n)
+
+
+def _log(ws, name, steps=40):
+    (ws / "logs").mkdir(exist_ok=True)
+    with open(ws / "logs" / f"{name}.log", "w") as out:
+        subprocess.run([sys.executable, "train.py", "--steps", str(steps)], cwd=ws / name, stdout=out,
+                       stderr=subprocess.STDOUT, timeout=120)
+    return f"logs/{name}.log"
+
+
+def test_triage_names_log_zero_nan_first_and_stops_probing_early(workspace, no_stray_processes):
+    _copy(workspace, "nan_log_zero")
+    log = _log(workspace, "nan_log_zero")
+
+    async def body():
+        async with stdio_client(workspace) as c:
+            r = await c.call_tool("triage", {"target": "nan_log_zero/train.py:make_target", "log_path": log})
+            assert not r.is_error, text_of(r)
+            return r
+
+    r = run(body)
+    s = r.structured_content
+    assert s["findings"][0]["failure_mode"] == "nan_inf"
+    assert s["decisive_step"] == "nan_hook_run"
+    status = {step["name"]: step["status"] for step in s["steps"]}
+    assert status["static_scan"] == "ok" and status["nan_hook_run"] == "ok"
+    assert status["overfit_test"] == "skipped"  # the tree stopped at the first decisive match
+    text = text_of(r)
+    assert "Most likely cause" in text and "Fix:" in text
+    assert any(n["tool"] == "write_regression_test" for n in s["next_steps"])
+
+
+def test_triage_finds_nothing_wrong_with_a_healthy_run(workspace, no_stray_processes):
+    _copy(workspace, "healthy_mlp")
+
+    async def body():
+        async with stdio_client(workspace) as c:
+            return await c.call_tool("triage", {"target": "healthy_mlp/train.py:make_target"})
+
+    s = run(body).structured_content
+    assert s["healthy"] is True
+    assert s["findings"][0]["failure_mode"] == "healthy"
+    assert all(step["status"] == "ok" for step in s["steps"]), s["steps"]
+
+
+def test_triage_and_static_scan_refuse_bad_input_and_keep_serving(workspace, tmp_path, no_stray_processes):
+    _copy(workspace, "frozen_params")
+    (workspace / "raises.py").write_text(textwrap.dedent("""
+        def make_target():
+            raise RuntimeError("the dataset path /data/imagenet does not exist")
+    """))
+    outside = tmp_path / "outside.py"
+    outside.write_text("x = 1\n")
+
+    async def body():
+        async with stdio_client(workspace) as c:
+            nothing = await c.call_tool("triage", {})
+            assert nothing.is_error and "Pass at least one of" in text_of(nothing)
+            missing = await c.call_tool("triage", {"log_path": "logs/nope.log"})
+            assert missing.is_error and "does not exist" in text_of(missing)
+            escape = await c.call_tool("static_scan", {"paths": [str(outside)]})
+            assert escape.is_error and "outside" in text_of(escape)
+            dotdot = await c.call_tool("static_scan", {"paths": ["../outside.py"]})
+            assert dotdot.is_error and "outside" in text_of(dotdot)
+            raises = await c.call_tool("triage", {"target": "raises.py:make_target", "budget_s": 60})
+            assert not raises.is_error, text_of(raises)
+            top = raises.structured_content["findings"][0]
+            assert top["failure_mode"] == "exception" and "imagenet" in text_of(raises)
+            # still serving: a real scan after the errors
+            scan = await c.call_tool("static_scan", {"paths": ["frozen_params/train.py"]})
+            assert not scan.is_error
+            return scan.structured_content
+
+    scan = run(body)
+    assert any(i["failure_mode"] == "frozen_params" for i in scan["issues"])
+
+
+def test_merge_raises_confidence_when_two_steps_agree_but_not_when_one_repeats_itself():
+    a = Finding(failure_mode="broken_graph", confidence=0.7, summary="static")
+    b = Finding(failure_mode="broken_graph", confidence=0.8, summary="probe")
+    merged = merge_findings([("static_scan", a), ("grad_norm_snapshot", b)])
+    assert merged[0].confidence == pytest.approx(1 - 0.3 * 0.2)
+    assert merged[0].summary == "probe"
+    same = merge_findings([("static_scan", a), ("static_scan", a)])
+    assert same[0].confidence == 0.7
+
+
+def test_a_probe_cut_short_by_the_budget_is_not_called_a_hang():
+    from tools.errors import TriageError
+
+    async def slow(timeout):
+        raise TriageError("the probe did not finish within 1 s and was killed with its process group")
+
+    async def body():
+        short = await triage([("nan_hook_run", slow, 60.0)], budget_s=10.0)
+        full = await triage([("nan_hook_run", slow, 5.0)], budget_s=60.0)
+        return short, full
+
+    short, full = run(body)
+    assert short.findings[0].failure_mode == "healthy" and short.steps[0].status == "timeout"
+    assert full.findings[0].failure_mode == "hang"
+
+
+def test_the_demo_triages_the_bundled_run_end_to_end():
+    r = subprocess.run([sys.executable, "-m", "server", "demo"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for call in ("tail_log(", "log_metrics(", "triage(", "write_regression_test(", "compare_runs(", "journal_append("):
+        assert call in r.stdout
+    assert "top finding: nan_inf" in r.stdout and "demo succeeded" in r.stdout
