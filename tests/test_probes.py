@@ -1,0 +1,253 @@
+"""The probes on target factories: real CPU training of the examples gallery, one bug each.
+
+Each probe must find the bug it is meant for, name where it is, and stay quiet on the healthy runs.
+"""
+
+import functools
+import textwrap
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, run
+from tools import probes as P
+from tools.errors import TriageError
+
+
+@functools.cache
+def probe(tool: str, example: str, **kw):
+    spec = f"{EXAMPLES / example / 'train.py'}:make_target"
+
+    async def body():
+        return await getattr(P, tool)(ROOT, spec, **kw)
+
+    return run(body)
+
+
+def modes(rep):
+    return {f.failure_mode for f in rep.findings}
+
+
+def inline_target(ws, body, name="target.py"):
+    (ws / name).write_text(textwrap.dedent(body))
+    return f"{ws / name}:make_target"
+
+
+# ------------------------------------------------------------------ quiet on healthy runs
+
+@pytest.mark.parametrize("tool", ["grad_norm_snapshot", "nan_hook_run", "overfit_test", "init_loss_check",
+                                  "data_check", "lr_range_test"])
+def test_healthy_mlp_gets_no_finding_from_any_probe(tool):
+    rep = probe(tool, "healthy_mlp")
+    assert rep.findings == [], rep.text()
+
+
+def test_healthy_cnn_with_batchnorm_and_dropout_is_quiet_in_grad_snapshot_and_data_check():
+    assert probe("grad_norm_snapshot", "healthy_cnn").findings == []
+    assert probe("data_check", "healthy_cnn").findings == []
+
+
+# ------------------------------------------------------------------ nan_hook_run
+
+def test_nan_hook_names_the_log_of_a_saturated_sigmoid_in_the_loss():
+    rep = probe("nan_hook_run", "nan_log_zero")
+    assert rep.found and rep.phase == "loss" and rep.op == "log" and rep.cause == "log(0)"
+    assert "train.py:24" in rep.op_location
+    assert rep.op_inputs[0].min == 0.0
+    assert rep.findings[0].failure_mode == "nan_inf"
+    assert len(rep.loss_history) == rep.step + 1 and rep.loss_history[-1] == "nan"
+
+
+def test_nan_hook_names_the_module_that_divides_zero_by_zero():
+    rep = probe("nan_hook_run", "nan_div_zero")
+    assert rep.found and rep.phase == "forward" and rep.cause == "0/0", rep.text()
+    assert rep.module and rep.module_type
+
+
+def test_nan_hook_names_the_exp_that_overflows():
+    rep = probe("nan_hook_run", "exp_overflow")
+    assert rep.found and rep.cause == "exp overflow", rep.text()
+    assert rep.op_inputs[0].max > 80
+
+
+def test_nan_hook_finds_a_nan_born_in_backward_from_sqrt_of_zero(workspace):
+    spec = inline_target(workspace, """
+        import torch
+        from torch import nn
+
+        class Dist(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                d = self.proj(x) - self.proj(x).detach()      # exactly zero, but differentiable
+                return torch.sqrt((d ** 2).sum(-1))           # sqrt(0): d/dx is inf -> 0 * inf = nan
+
+        def make_target():
+            torch.manual_seed(0)
+            model = Dist()
+            return {"model": model, "batch": torch.randn(8, 4),
+                    "loss_fn": lambda m, x: m(x).mean()}
+    """)
+    rep = run(lambda: P.nan_hook_run(workspace, spec, max_steps=5))
+    assert rep.found and rep.phase == "backward", rep.text()
+    assert rep.op == "sqrt" and "target.py" in rep.op_location
+
+
+def test_nan_hook_blames_the_optimizer_step_when_adam_has_eps_zero(workspace):
+    spec = inline_target(workspace, """
+        import torch
+        from torch import nn
+
+        def make_target():
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+            with torch.no_grad():
+                model[0].bias.fill_(-100.0)   # every ReLU dead: the first layer's gradient is exactly zero
+            return {"model": model, "batch": (torch.randn(16, 4), torch.randn(16, 1)),
+                    "loss_fn": lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
+                    "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3, eps=0.0)}
+    """)
+    rep = run(lambda: P.nan_hook_run(workspace, spec, max_steps=5))
+    assert rep.found and rep.phase == "optimizer_step" and rep.step == 0, rep.text()
+    assert "0.weight" in rep.bad_params
+
+
+def test_nan_hook_says_so_when_nothing_goes_non_finite():
+    rep = probe("nan_hook_run", "healthy_mlp")
+    assert not rep.found and rep.steps_run == 200
+    assert "no NaN/Inf in 200 steps" in rep.text()
+
+
+# ------------------------------------------------------------------ grad_norm_snapshot
+
+def test_grad_snapshot_names_the_encoder_cut_off_by_detach():
+    rep = probe("grad_norm_snapshot", "detached_graph")
+    f = next(f for f in rep.findings if f.failure_mode == "broken_graph")
+    assert "encoder" in f.location
+    flagged = {p.name for p in rep.params if "grad_none" in p.flags}
+    assert flagged and all(n.startswith("encoder") for n in flagged)
+
+
+def test_grad_snapshot_names_params_left_out_of_the_optimizer():
+    rep = probe("grad_norm_snapshot", "frozen_params")
+    f = next(f for f in rep.findings if f.failure_mode == "frozen_params" and f.confidence > 0.5)
+    assert f.location
+    assert any({"not_in_optimizer", "lr_zero", "no_update"} & set(p.flags) for p in rep.params)
+
+
+def test_grad_snapshot_sees_gradients_vanish_toward_the_input():
+    rep = probe("grad_norm_snapshot", "vanishing_gradients")
+    assert "vanishing_gradients" in modes(rep), rep.text()
+
+
+def test_grad_snapshot_counts_dead_relu_units():
+    rep = probe("grad_norm_snapshot", "dead_relus")
+    assert "dead_units" in modes(rep), rep.text()
+    assert any(a.dead_unit_frac and a.dead_unit_frac >= 0.7 for a in rep.activations)
+
+
+def test_grad_snapshot_flags_a_learning_rate_far_too_low():
+    rep = probe("grad_norm_snapshot", "lr_too_low")
+    assert "lr_too_low" in modes(rep), rep.text()
+
+
+def test_grad_snapshot_measures_update_ratio_and_its_log():
+    rep = probe("grad_norm_snapshot", "healthy_mlp")
+    w = next(p for p in rep.params if p.name == "fc1.weight")
+    assert 1e-4 < w.update_ratio < 1e-1 and abs(w.log10_update_ratio - __import__("math").log10(w.update_ratio)) < 1e-9
+    assert [m.name for m in rep.modules][:3] == ["fc1", "fc2", "out"]
+    assert rep.host_syncs_per_snapshot == 1
+
+
+# ------------------------------------------------------------------ overfit_test
+
+def test_overfit_passes_early_on_a_healthy_model():
+    rep = probe("overfit_test", "healthy_mlp")
+    assert rep.passed and rep.steps_run < 300 and rep.final_loss <= rep.threshold
+    assert rep.trajectory[0][0] == 0
+
+
+def test_overfit_fails_on_double_softmax_and_names_the_loss_function():
+    rep = probe("overfit_test", "double_softmax")
+    assert not rep.passed
+    assert "loss_function" in modes(rep), rep.text()
+
+
+def test_overfit_fails_on_a_detached_encoder_and_says_broken_graph():
+    rep = probe("overfit_test", "detached_graph")
+    assert not rep.passed and "broken_graph" in modes(rep), rep.text()
+
+
+# ------------------------------------------------------------------ init_loss_check
+
+def test_init_loss_names_the_output_layer_initialised_too_large():
+    rep = probe("init_loss_check", "bad_init")
+    assert rep.verdict == "too_high"
+    f = next(f for f in rep.findings if f.failure_mode == "bad_init")
+    assert f.location == "out"
+
+
+def test_init_loss_matches_ln_c_on_a_healthy_model():
+    rep = probe("init_loss_check", "healthy_mlp")
+    assert rep.verdict == "ok" and abs(rep.expected - 2.302585) < 1e-4
+    assert rep.random_input_loss > rep.real_input_loss
+
+
+# ------------------------------------------------------------------ data_check
+
+def test_data_check_finds_the_label_column_left_in_the_features():
+    rep = probe("data_check", "label_leakage")
+    f = next(f for f in rep.findings if f.failure_mode == "data_leakage")
+    assert "12" in f.location and f.confidence >= 0.9
+
+
+def test_data_check_finds_labels_shuffled_apart_from_their_inputs():
+    rep = probe("data_check", "misaligned_labels")
+    assert "data_pipeline" in modes(rep), rep.text()
+
+
+def test_data_check_finds_a_model_left_in_eval_mode():
+    rep = probe("data_check", "eval_mode")
+    assert "train_eval_mode" in modes(rep) and rep.model_training is False
+
+
+# ------------------------------------------------------------------ lr_range_test
+
+def test_lr_range_puts_an_lr_of_3_past_the_divergence_point():
+    rep = probe("lr_range_test", "lr_too_high")
+    assert rep.current_position in ("above", "diverging") and "lr_too_high" in modes(rep)
+    assert rep.suggested_lr < rep.current_lr
+
+
+# ------------------------------------------------------------------ user errors are data, bad specs are errors
+
+def test_a_target_that_raises_a_shape_error_becomes_a_shape_mismatch_finding(workspace):
+    spec = inline_target(workspace, """
+        import torch
+        from torch import nn
+        def make_target():
+            model = nn.Linear(8, 2)
+            return {"model": model, "batch": torch.randn(4, 7), "loss_fn": lambda m, x: m(x).sum()}
+    """)
+    rep = run(lambda: P.overfit_test(workspace, spec, steps=3))
+    assert rep.error and rep.error.phase == "forward"
+    assert rep.findings[0].failure_mode == "shape_mismatch" and "target.py" in rep.findings[0].location
+
+
+def test_a_missing_factory_function_is_a_triage_error(workspace):
+    spec = inline_target(workspace, "x = 1\n")
+    with pytest.raises(TriageError, match="no callable"):
+        run(lambda: P.init_loss_check(workspace, spec.replace("make_target", "nope")))
+
+
+def test_a_negated_nll_loss_is_a_loss_function_bug_not_leakage():
+    rep = probe("init_loss_check", "wrong_sign_loss")
+    assert "loss_function" in modes(rep) and "data_leakage" not in modes(rep), rep.text()
+    rep = probe("overfit_test", "wrong_sign_loss")
+    assert not rep.passed and rep.outcome == "negative" and "loss_function" in modes(rep)
+
+
+def test_overfit_names_the_silent_broadcast_between_prediction_and_target():
+    rep = probe("overfit_test", "shape_mismatch")
+    f = next(f for f in rep.findings if f.failure_mode == "shape_mismatch")
+    assert "[64, 1]" in f.summary and "[64]" in f.summary

@@ -1,0 +1,90 @@
+"""The six probe tools over a real stdio MCP connection: answers on real examples, clear errors on bad input."""
+
+import shutil
+import textwrap
+
+from conftest import EXAMPLES, run, stdio_client, text_of
+
+PROBE_TOOLS = {"grad_norm_snapshot", "nan_hook_run", "overfit_test", "init_loss_check", "data_check", "lr_range_test"}
+
+
+def _copy(ws, *names):
+    for n in names:
+        shutil.copytree(EXAMPLES / n, ws / n)
+
+
+def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace):
+    _copy(workspace, "nan_log_zero", "bad_init", "healthy_mlp", "label_leakage", "lr_too_high")
+    calls = [
+        ("nan_hook_run", {"target": "nan_log_zero/train.py:make_target"}, lambda s: s["found"] and s["cause"] == "log(0)"),
+        ("init_loss_check", {"target": "bad_init/train.py:make_target"}, lambda s: s["verdict"] == "too_high"),
+        ("overfit_test", {"target": "healthy_mlp/train.py:make_target", "steps": 200}, lambda s: s["passed"]),
+        ("grad_norm_snapshot", {"target": "healthy_mlp/train.py:make_target"},
+         lambda s: s["findings"] == [] and len(s["params"]) == 6),
+        ("data_check", {"target": "label_leakage/train.py:make_target"},
+         lambda s: any(f["failure_mode"] == "data_leakage" for f in s["findings"])),
+        ("lr_range_test", {"target": "lr_too_high/train.py:make_target", "steps": 60},
+         lambda s: s["current_position"] in ("above", "diverging")),
+    ]
+
+    async def body():
+        async with stdio_client(workspace) as c:
+            listed = {t.name: t for t in (await c.list_tools()).tools}
+            assert PROBE_TOOLS <= set(listed)
+            assert all(listed[n].output_schema for n in PROBE_TOOLS)
+            out = []
+            for name, args, ok in calls:
+                r = await c.call_tool(name, args)
+                assert not r.is_error, text_of(r)
+                assert ok(r.structured_content), (name, text_of(r))
+                out.append(text_of(r))
+            return out
+
+    texts = run(body)
+    assert "log(0)" in texts[0]
+    assert "nan" in str(texts[0]).lower()
+
+
+def test_bad_inputs_give_clear_errors_and_the_server_keeps_serving(workspace, no_stray_processes):
+    (workspace / "raises.py").write_text(textwrap.dedent("""
+        import torch
+        def make_target():
+            raise ValueError("dataset path /data/missing not found")
+    """))
+    (workspace / "hangs.py").write_text(textwrap.dedent("""
+        import time
+        def make_target():
+            time.sleep(600)
+    """))
+    (workspace / "segv.py").write_text(textwrap.dedent("""
+        import ctypes
+        def make_target():
+            ctypes.string_at(0)
+    """))
+    _copy(workspace, "healthy_mlp")
+
+    async def body():
+        async with stdio_client(workspace) as c:
+            r = await c.call_tool("init_loss_check", {"target": "nope.py:make_target"})
+            assert r.is_error and "does not exist" in text_of(r)
+
+            r = await c.call_tool("overfit_test", {"target": "raises.py:make_target"})
+            assert not r.is_error
+            s = r.structured_content
+            assert s["error"]["phase"] == "make_target" and "dataset path" in s["error"]["message"]
+            assert s["findings"][0]["failure_mode"] == "exception"
+            assert "raises.py" in s["error"]["traceback_tail"]
+
+            r = await c.call_tool("nan_hook_run", {"target": "hangs.py:make_target", "timeout_s": 3})
+            assert r.is_error and "did not finish within" in text_of(r) and "timeout_s" in text_of(r)
+
+            r = await c.call_tool("grad_norm_snapshot", {"target": "segv.py:make_target"})
+            assert r.is_error and "SIGSEGV" in text_of(r) and "faulthandler" in text_of(r)
+
+            r = await c.call_tool("grad_norm_snapshot", {"command": []})
+            assert r.is_error
+
+            r = await c.call_tool("init_loss_check", {"target": "healthy_mlp/train.py:make_target"})
+            assert not r.is_error and r.structured_content["verdict"] == "ok"
+
+    run(body)

@@ -1,0 +1,122 @@
+"""Script mode: an unmodified training command, watched through torch's global hooks (sitecustomize on PYTHONPATH)."""
+
+import shutil
+import sys
+import textwrap
+
+import pytest
+
+from conftest import EXAMPLES, run
+from tools import probes as P
+from tools.errors import TriageError
+
+
+def write(ws, name, body):
+    (ws / name).write_text(textwrap.dedent(body))
+    return name
+
+
+DDP_SCRIPT = """
+    import os
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for step in range(20):
+        x, y = torch.randn(16, 8, generator=g), torch.rand(16, 1, generator=g)
+        opt.zero_grad()
+        p = torch.sigmoid(model(x))
+        if rank == 1 and step == 3:
+            p = p * 0                       # rank 1's probabilities collapse to exactly 0 at step 3
+        loss = -(y * torch.log(p)).mean()
+        loss.backward()
+        opt.step()
+    dist.destroy_process_group()
+"""
+
+
+def test_script_nan_run_names_the_log_in_the_users_loss_code(workspace):
+    shutil.copy(EXAMPLES / "nan_log_zero" / "train.py", workspace / "train.py")
+    rep = run(lambda: P.nan_hook_run(workspace, command=["python", "train.py", "--steps", "200"], timeout_s=120))
+    assert rep.mode == "script" and rep.found, rep.text()
+    assert rep.phase == "loss" and rep.op == "log" and rep.cause == "log(0)"
+    assert rep.op_location.startswith("train.py:24")
+
+
+def test_torchrun_two_ranks_are_merged_and_the_first_rank_is_named(workspace):
+    write(workspace, "ddp.py", DDP_SCRIPT)
+    rep = run(lambda: P.nan_hook_run(workspace, command=["torchrun", "--nproc-per-node", "2", "ddp.py"],
+                                     timeout_s=150))
+    assert rep.found and rep.rank == 1 and rep.step == 3, rep.text()
+    assert rep.op == "log" and rep.phase == "loss"
+    assert sorted(r.rank for r in rep.ranks) == [0, 1]
+    assert "rank 1 of 2" in rep.findings[0].summary
+
+
+def test_script_grad_snapshot_recovers_parameter_names_and_the_detached_encoder(workspace):
+    shutil.copy(EXAMPLES / "detached_graph" / "train.py", workspace / "train.py")
+    rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "train.py", "--steps", "50"], steps=2,
+                                           timeout_s=120))
+    assert rep.mode == "script" and rep.step == 2
+    names = {p.name for p in rep.params}
+    assert "encoder.0.weight" in names and "head.0.weight" in names
+    f = next(f for f in rep.findings if f.failure_mode == "broken_graph")
+    assert "encoder" in f.location
+
+
+def test_script_grad_snapshot_notices_zero_grad_is_never_called(workspace):
+    write(workspace, "acc.py", """
+        import torch
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x, y = torch.randn(64, 8), torch.randn(64, 1)
+        for step in range(10):
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()          # no zero_grad: gradients pile up
+            opt.step()
+    """)
+    rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "acc.py"], steps=5, timeout_s=120))
+    assert any(f.failure_mode == "missing_zero_grad" for f in rep.findings), rep.text()
+
+
+def test_instruments_chain_to_the_users_sitecustomize_and_leave_torchless_scripts_alone(workspace, tmp_path):
+    own = tmp_path / "own_site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    write(workspace, "plain.py", """
+        import os, sys
+        print("user site:", os.environ.get("USER_SITE_RAN"), "torch loaded:", "torch" in sys.modules)
+        sys.exit(0)
+    """)
+    import os
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(own)
+    try:
+        with pytest.raises(TriageError) as e:
+            run(lambda: P.nan_hook_run(workspace, command=[sys.executable, "plain.py"], timeout_s=60))
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = old
+    assert "before any optimizer step" in str(e.value)
+    from tools.probe_runner import run_probe  # the same run, to read the script's stdout
+    oc = run(lambda: run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=60,
+                               env={"PYTHONPATH": f"{P.INJECT_DIR}:{own}", "MLTRIAGE_MODE": "nan"},
+                               command=[sys.executable, "plain.py"]))
+    assert "user site: yes torch loaded: False" in oc.stdout_tail
+
+
+def test_a_script_that_crashes_before_training_is_a_clear_error(workspace):
+    write(workspace, "boom.py", "import torch\nraise SystemExit('config file missing')\n")
+    with pytest.raises(TriageError, match="config file missing"):
+        run(lambda: P.nan_hook_run(workspace, command=["python", "boom.py"], timeout_s=60))

@@ -1,0 +1,187 @@
+"""data_check: look at the batches the target trains on before blaming the model.
+
+NaN/Inf in inputs, per-feature mean/std, label distribution, a single feature that predicts the label,
+labels aligned with inputs (a copy trained on real labels vs one trained on permuted labels, scored on
+a held-out batch), and the model's train/eval mode.
+"""
+
+import copy
+
+import torch
+
+import mltriage_torch as T
+from mltriage_io import UserCodeError, main
+from mltriage_target import load_target
+
+NORM_TYPES = ("Dropout", "BatchNorm", "InstanceNorm", "AlphaDropout", "FeatureAlphaDropout", "SyncBatchNorm")
+
+
+def _distinct_batches(target, n):
+    out, seen = [], set()
+    for b in target.batches(n):
+        if id(b) not in seen:
+            seen.add(id(b))
+            out.append(b)
+    return out
+
+
+def _concat(ts):
+    try:
+        return torch.cat([t.detach() for t in ts]) if len(ts) > 1 else ts[0].detach()
+    except RuntimeError:
+        return ts[0].detach()
+
+
+def feature_view(x: torch.Tensor) -> torch.Tensor:
+    """(rows, features): columns of a table, channels of an image, the last dim of a sequence."""
+    x = x.float()
+    if x.dim() == 1:
+        return x[:, None]
+    if x.dim() == 4:
+        return x.movedim(1, -1).reshape(-1, x.shape[1])
+    return x.reshape(-1, x.shape[-1])
+
+
+def leakage(x: torch.Tensor, y: torch.Tensor):
+    """Per-feature share of the label explained by that feature alone (correlation ratio / r^2)."""
+    if x.dim() != 2 or x.shape[0] != y.shape[0] or x.shape[0] < 8 or not x.is_floating_point():
+        return None
+    x = x.float()
+    total = x.var(0, unbiased=False)
+    if y.is_floating_point():
+        yf = y.float().reshape(len(y), -1)[:, 0]
+        xc, yc = x - x.mean(0), yf - yf.mean()
+        r = (xc * yc[:, None]).mean(0) / (xc.std(0, unbiased=False) * yc.std(unbiased=False) + 1e-12)
+        score = r ** 2
+    else:
+        yl = y.long().reshape(-1)
+        classes = torch.unique(yl)
+        within = torch.zeros_like(total)
+        for c in classes:
+            xc = x[yl == c]
+            within += xc.var(0, unbiased=False) * xc.shape[0]
+        score = 1 - within / x.shape[0] / (total + 1e-12)
+        score = torch.where(total > 0, score, torch.zeros_like(score))
+    return score
+
+
+def alignment(target, model, batches, label, steps):
+    """Held-out loss of a copy trained on the real labels vs a copy trained on permuted labels."""
+    if len(batches) < 3:
+        return {"skipped": "needs at least 3 distinct batches (2 to train, 1 held out)"}
+    train, held = batches[:-1], batches[-1]
+    g = torch.Generator().manual_seed(0)
+
+    def permuted(b):
+        return T.replace_at(b, label, lambda y: y[torch.randperm(y.shape[0], generator=g).to(y.device)])
+
+    perm_train = [permuted(b) for b in train]
+    state = copy.deepcopy(model.state_dict())
+    results = {}
+    for kind, data in (("real", train), ("permuted", perm_train)):
+        m = copy.deepcopy(model)
+        m.load_state_dict(state)
+        m.train()
+        opt = target.make_optimizer(m.parameters())
+        first = last = None
+        for i in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss = target.loss(m, data[i % len(data)])
+            loss.backward()
+            opt.step()
+            first = loss.detach().float() if first is None else first
+            last = loss.detach().float()
+        m.eval()
+        with torch.no_grad():
+            held_loss = target.loss(m, held).detach().float()
+        results[kind] = (first, last, held_loss)
+    with torch.no_grad():
+        model_was = model.training
+        m0 = copy.deepcopy(model)
+        m0.eval()
+        init_held = target.loss(m0, held).detach().float()
+        model.train(model_was)
+    v = T.to_floats(*results["real"], *results["permuted"], init_held)
+    return {"steps": steps, "train_batches": len(train), "held_out_loss_at_init": v[6],
+            "real": {"first_loss": v[0], "last_train_loss": v[1], "held_out_loss": v[2]},
+            "permuted": {"first_loss": v[3], "last_train_loss": v[4], "held_out_loss": v[5]}}
+
+
+def run(job):
+    a = job.args
+    target = load_target(a["target"], a["workspace"])
+    model = target.model
+    batches = _distinct_batches(target, int(a.get("batches", 16)))
+    spy = T.LossSpy()
+    try:
+        with torch.no_grad(), spy:
+            m = copy.deepcopy(model)
+            target.loss(m, batches[0])
+    except Exception as e:  # noqa: BLE001
+        raise UserCodeError("forward", e) from e
+    label = T.label_slot(batches[0], spy)
+    tensors: dict = {}
+    for b in batches:
+        for path, t in T.flatten(b, "batch"):
+            tensors.setdefault(path, []).append(t)
+    label_key = f"batch{label}" if label is not None else None
+    report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": []}
+    y = _concat(tensors[label_key]) if label_key in tensors else None
+    for path, ts in tensors.items():
+        if path == label_key:
+            continue
+        x = _concat(ts)
+        entry = {"name": path, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+        if x.is_floating_point():
+            f = feature_view(x)
+            fin = torch.isfinite(f)
+            ff = torch.where(fin, f, torch.zeros((), device=f.device))
+            mean, std = ff.mean(0), ff.std(0) if f.shape[0] > 1 else torch.zeros(f.shape[1])
+            vals = T.to_floats(torch.isnan(x).sum(), torch.isinf(x).sum(), mean, std, x.float().abs().max())
+            k = f.shape[1]
+            means, stds = vals[2:2 + k], vals[2 + k:2 + 2 * k]
+            entry.update(nan=int(vals[0]), inf=int(vals[1]), features=k, absmax=vals[-1],
+                         feature_mean_range=[min(means), max(means)], feature_std_range=[min(stds), max(stds)],
+                         constant_features=[i for i, s in enumerate(stds) if s == 0.0][:20],
+                         feature_means=means[:64], feature_stds=stds[:64])
+            if y is not None:
+                score = leakage(x, y)
+                if score is not None:
+                    sv = score.tolist()
+                    best = max(range(len(sv)), key=lambda i: sv[i])
+                    entry["leakage"] = {"feature": best, "label_explained": sv[best],
+                                        "exact_copy": bool(y.shape[0] == x.shape[0]
+                                                           and torch.equal(x[:, best].to(y.dtype), y.reshape(-1)))}
+        else:
+            entry.update(nan=0, inf=0, min=int(x.min()) if x.numel() else None,
+                         max=int(x.max()) if x.numel() else None)
+        report["inputs"].append(entry)
+    if y is not None:
+        lab = {"name": label_key, "shape": list(y.shape), "dtype": str(y.dtype).replace("torch.", "")}
+        if not y.is_floating_point():
+            counts = torch.bincount(y.reshape(-1).long().clamp(min=0),
+                                    minlength=int(target.num_classes or 0)).tolist()
+            present = [c for c in counts if c > 0]
+            lab.update(counts=counts[:100], classes=len(counts), classes_present=len(present),
+                       majority_frac=max(counts) / max(1, sum(counts)),
+                       imbalance_ratio=max(present) / min(present) if present else None)
+        else:
+            v = T.to_floats(y.float().mean(), y.float().std(), torch.isnan(y).sum(), torch.isinf(y).sum())
+            lab.update(mean=v[0], std=v[1], nan=int(v[2]), inf=int(v[3]))
+        report["labels"] = lab
+    dn = [(n or "(root)", type(m).__name__) for n, m in model.named_modules()
+          if type(m).__name__.startswith(NORM_TYPES) and not m.training]
+    report["model_training"] = model.training
+    report["eval_mode_modules"] = dn[:20]
+    if label is not None:
+        try:
+            report["alignment"] = alignment(target, model, batches, label, int(a.get("align_steps", 40)))
+        except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+            report["alignment"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    else:
+        report["alignment"] = {"skipped": "could not tell the labels from the inputs in the batch"}
+    return report
+
+
+if __name__ == "__main__":
+    main(run)

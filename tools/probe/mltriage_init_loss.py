@@ -1,0 +1,132 @@
+"""init_loss_check: the loss at initialisation against its chance value, output scale, random-input test.
+
+Expected values: ln(C) for C-class cross-entropy (C from num_classes or the logits' width), ln 2 for
+binary cross-entropy, E[y^2] (= target variance + mean^2) for MSE from a zero-centred output.
+The random-input test trains a copy for a few steps, then compares the loss on real inputs with the
+loss on random inputs of the same shape and scale: the same value means the inputs carry nothing.
+"""
+
+import copy
+import math
+
+import torch
+
+import mltriage_torch as T
+from mltriage_io import UserCodeError, main
+from mltriage_target import load_target
+
+CE = ("cross_entropy", "nll_loss")
+BCE = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+MSE = ("mse_loss",)
+
+
+def expected_loss(spy, target, out_width):
+    """(value, how it was derived) or (None, why not)."""
+    if spy.name in CE:
+        c = target.num_classes or (spy.input.shape[1] if spy.input is not None and spy.input.dim() >= 2 else None)
+        if c:
+            return math.log(c), f"ln({c}) for {c}-class {spy.name}"
+    if spy.name in BCE:
+        return math.log(2), f"ln(2) for {spy.name} at zero logits"
+    if spy.name in MSE and spy.target is not None:
+        y = spy.target.float()
+        return float((y ** 2).mean()), "E[y^2] = target variance + mean^2, for an output near zero"
+    if target.num_classes:
+        c = int(target.num_classes)
+        return math.log(c), f"ln({c}) from num_classes={c}"
+    if target.task == "classification" and out_width and out_width > 1:
+        return math.log(out_width), f"ln({out_width}) from the output width"
+    return None, "unknown loss: pass num_classes/task in the target or use a standard torch loss"
+
+
+def run(job):
+    a = job.args
+    n_batches = int(a.get("batches", 4))
+    train_steps = int(a.get("train_steps", 40))
+    target = load_target(a["target"], a["workspace"])
+    model = target.model
+    batches = target.batches(n_batches)
+    spy = T.LossSpy()
+    rec = T.ActivationRecorder(model)
+    outs = []
+    hook = model.register_forward_hook(lambda m, i, o: outs.append(
+        next((t for _, t in T.flatten(o) if t.is_floating_point()), None)) if not outs else None)
+    losses = []
+    try:
+        with torch.no_grad():
+            for i, b in enumerate(batches):
+                if i == 0:
+                    with spy, rec:
+                        losses.append(target.loss(model, b).detach().float())
+                else:
+                    losses.append(target.loss(model, b).detach().float())
+    except Exception as e:  # noqa: BLE001
+        raise UserCodeError("forward", e) from e
+    finally:
+        hook.remove()
+    out = outs[0].detach() if outs and outs[0] is not None else None
+    ce_input = spy.input if spy.name in CE else None
+    logits = ce_input if ce_input is not None else out
+    parts = [torch.stack(losses)] + [r[4] for r in rec.records]
+    if logits is not None:
+        lf = logits.float()
+        flat = lf.reshape(lf.shape[0], -1) if lf.dim() > 1 else lf.reshape(-1, 1)
+        is_prob = (lf.min() >= 0) & (lf.max() <= 1) & ((lf.sum(1) - 1).abs().max() < 1e-3) if lf.dim() >= 2 \
+            else torch.zeros((), dtype=torch.bool)
+        parts.append(torch.stack([lf.std(), lf.mean(), lf.abs().max(),
+                                  (flat.std(0).max() if flat.shape[0] > 1 else torch.zeros(())),
+                                  is_prob.float()]))
+    vals = T.to_floats(*parts)  # one synchronisation
+    nb = len(losses)
+    loss_vals = vals[:nb]
+    acts = T.decode_acts(rec.records, vals[nb:nb + 7 * len(rec.records)])
+    o = nb + 7 * len(rec.records)
+    out_stats = None
+    if logits is not None:
+        std, mean, absmax, spread, is_prob = vals[o:o + 5]
+        out_stats = {"std": std, "mean": mean, "absmax": absmax, "constant": spread <= 1e-6 * (1 + absmax),
+                     "is_probability": is_prob > 0.5, "shape": list(logits.shape)}
+    finite = [v for v in loss_vals if math.isfinite(v)]
+    loss = sum(finite) / len(finite) if finite else float("nan")
+    out_width = out.shape[-1] if out is not None and out.dim() >= 2 else None
+    expected, derivation = expected_loss(spy, target, out_width)
+    report = {"loss": loss, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
+              "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
+              "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training}
+    report["random_input"] = random_input_test(target, model, batches, spy, train_steps)
+    return report
+
+
+def random_input_test(target, model, batches, spy, steps):
+    """Train a copy briefly; compare its loss on the real inputs with its loss on random inputs."""
+    label = T.label_slot(batches[0], spy)
+    if label is None:
+        return {"skipped": "could not tell the labels from the inputs in the batch"}
+    try:
+        m = copy.deepcopy(model)
+        m.train(model.training)
+        opt = target.make_optimizer(m.parameters())
+        first = None
+        for i in range(steps):
+            b = batches[i % len(batches)]
+            opt.zero_grad(set_to_none=True)
+            loss = target.loss(m, b)
+            loss.backward()
+            opt.step()
+            if first is None:
+                first = loss.detach().float()
+        torch.manual_seed(1234)
+        with torch.no_grad():
+            m.eval()
+            real = torch.stack([target.loss(m, b).detach().float() for b in batches]).mean()
+            rand = torch.stack([target.loss(m, T.map_inputs(b, label, T.random_like)).detach().float()
+                                for b in batches]).mean()
+        first_v, real_v, rand_v = T.to_floats(first, real, rand)
+    except Exception as e:  # noqa: BLE001 - the comparison is advisory; say why it did not run
+        return {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    return {"steps": steps, "label_slot": label, "loss_before": first_v, "loss_real_inputs": real_v,
+            "loss_random_inputs": rand_v}
+
+
+if __name__ == "__main__":
+    main(run)

@@ -1,0 +1,1085 @@
+"""The in-training probes: run a file of tools/probe/ in the user's interpreter, turn its numbers into findings.
+
+Each public function takes a resolved target spec (`resolve_target`) or a script command, runs one probe
+through tools.probe_runner and returns a pydantic report. The probe measures; this module judges, using
+the skills' thresholds (update/weight ~1e-3, global grad norm 0.1-10, per-layer within 2 orders of
+magnitude, ln C at init, >= 70% dead units). A target that raises is data (an `exception` /
+`shape_mismatch` finding); a bad spec, a timeout or a crash of the probe process is a TriageError.
+"""
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tools.errors import TriageError
+from tools.probe_runner import PROBE_DIR, ProbeOutcome, ProgressFn, choose_python, run_probe
+from tools.report import Evidence, Finding, Num, Report, is_finite
+from tools.workspace import Workspace
+
+INJECT_DIR = PROBE_DIR / "inject"
+SHAPE_WORDS = re.compile(r"size of tensor|shape|mat1 and mat2|must match|broadcast|Expected input batch_size|"
+                         r"dimension|view size|size mismatch|target size|input size", re.I)
+
+
+# ---------------------------------------------------------------- shared report parts
+
+class ProbeError(BaseModel):
+    """The user's code raised inside the probe: where and why."""
+
+    phase: str | None = Field(None, description="make_target, import, forward, backward, optimizer_step, training")
+    type: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    traceback_tail: str = ""
+
+
+class ProbeReport(Report):
+    mode: Literal["target", "script"] = "target"
+    target: str | None = None
+    command: list[str] | None = None
+    python: str = ""
+    duration_s: float = 0.0
+    error: ProbeError | None = Field(None, description="set when the user's code raised; see the findings")
+
+    def _error_line(self) -> str:
+        return f"the target raised in {self.error.phase}: {self.error.type}: {self.error.message[:200]}"
+
+
+def resolve_target(spec: str, workspace: Workspace) -> str:
+    """'file.py:fn' -> '/abs/file.py:fn' confined to the workspace; 'pkg.module:fn' passes through."""
+    if not spec or ":" not in spec:
+        raise TriageError(f"target {spec!r} is not 'file.py:function' or 'package.module:function'",
+                          "Pass e.g. target='train.py:make_target' (a function that returns model, batch/data, loss_fn)")
+    where, fn = spec.rsplit(":", 1)
+    if not fn.isidentifier():
+        raise TriageError(f"{fn!r} in target {spec!r} is not a function name", "Pass 'file.py:make_target'")
+    if where.endswith(".py") or "/" in where or os.sep in where:
+        return f"{workspace.existing_file(where)}:{fn}"
+    if not all(part.isidentifier() for part in where.split(".")):
+        raise TriageError(f"{where!r} is neither a .py file nor a dotted module name", "Pass 'file.py:make_target'")
+    return spec
+
+
+def script_argv(command: list[str], python: str) -> list[str]:
+    """The user's command with 'python' bound to their interpreter and 'torchrun' to its torch.distributed.run."""
+    if not command or not all(isinstance(c, str) and c for c in command):
+        raise TriageError("command is empty", "Pass the training command as a list, e.g. ['python', 'train.py', '--steps', '50']")
+    head = os.path.basename(command[0])
+    if head in ("python", "python3") or re.fullmatch(r"python3\.\d+", head):
+        return [python, *command[1:]]
+    if head == "torchrun":
+        return [python, "-m", "torch.distributed.run", *command[1:]]
+    return list(command)
+
+
+def _stderr_hint(outcome: ProbeOutcome, limit: int = 2500) -> str:
+    tail = (outcome.stderr_tail or outcome.stdout_tail or "").strip()
+    return f"\n--- stderr tail ---\n{tail[-limit:]}" if tail else ""
+
+
+def _infrastructure_error(outcome: ProbeOutcome, timeout_s: float, what: str) -> TriageError:
+    why = outcome.failure()
+    if outcome.timed_out:
+        return TriageError(f"{what}: {why} (timeout_s={timeout_s:g}){_stderr_hint(outcome)}",
+                           "If the target is slow, raise timeout_s or use fewer steps; if it hangs (a data loader "
+                           "stall, a lock), that is the bug: call process_check / py-spy on the real run")
+    if outcome.crashed_by:
+        return TriageError(f"{what}: {why}{_stderr_hint(outcome)}",
+                           "Native code crashed (a C extension, a custom CUDA kernel, a bad ctypes call); run the "
+                           "target under `python -X faulthandler` to see the Python stack at the crash")
+    return TriageError(f"{what}: {why}{_stderr_hint(outcome)}",
+                       "Check the interpreter (python argument) has torch installed and the command runs by itself")
+
+
+async def _run(probe: str, args: dict, workspace_root: Path, python: str | None, timeout_s: float,
+               on_progress: ProgressFn | None, what: str):
+    outcome = await run_probe(probe, args, workspace_root=workspace_root, python=python, timeout_s=timeout_s,
+                              on_progress=on_progress)
+    if outcome.result is None:
+        raise _infrastructure_error(outcome, timeout_s, what)
+    res = outcome.result
+    if res.get("ok"):
+        return res["report"], None, outcome
+    err = res["error"]
+    if err.get("kind") != "user_code":
+        if err.get("type") == "TargetSpecError":
+            raise TriageError(f"bad target: {err['message']}",
+                              "The target is 'file.py:make_target' returning {'model', 'batch' or 'data', 'loss_fn', "
+                              "'optimizer' or 'make_optimizer', 'num_classes'}")
+        if err.get("type") == "ModuleNotFoundError" and "torch" in err.get("message", ""):
+            raise TriageError(f"torch is not importable in {outcome.python}",
+                              "Pass python= the interpreter that runs your training (e.g. '.venv/bin/python')")
+        raise TriageError(f"{what}: the probe failed: {err['type']}: {err['message']}\n{err.get('traceback', '')[-2000:]}",
+                          "This may be a bug in mltriage; the traceback above says where")
+    return None, err, outcome
+
+
+def _error_report(cls, err: dict, outcome: ProbeOutcome, **fields):
+    pe = ProbeError(phase=err.get("phase"), type=err["type"], message=err["message"], file=err.get("file"),
+                    line=err.get("line"), traceback_tail=(err.get("traceback") or "")[-3000:])
+    mode = "shape_mismatch" if SHAPE_WORDS.search(err["message"]) and err["type"] in (
+        "RuntimeError", "ValueError", "IndexError") else "exception"
+    loc = f"{err['file']}:{err['line']}" if err.get("file") else None
+    finding = Finding(
+        failure_mode=mode, confidence=0.95,
+        summary=f"the target raised during {err.get('phase')}: {err['type']}: {err['message'][:300]}",
+        evidence=[Evidence(what="exception", value=f"{err['type']}: {err['message'][:300]}", source=loc or "")],
+        fix=("Assert the shapes you expect where the traceback points and fix the tensor that has the wrong one"
+             if mode == "shape_mismatch" else "Read the traceback tail in `error` and fix the line it names"),
+        location=loc)
+    return cls(error=pe, findings=[finding], python=outcome.python, duration_s=outcome.duration_s, **fields)
+
+
+def _fmt(x) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+# ---------------------------------------------------------------- grad_norm_snapshot
+
+class ParamGrad(BaseModel):
+    name: str
+    module: str = ""
+    module_type: str = ""
+    shape: list[int]
+    grad_norm: Num = None
+    weight_norm: Num = None
+    update_norm: Num = None
+    update_ratio: Num = Field(None, description="||update|| / ||weight|| of the optimizer step; target ~1e-3")
+    log10_update_ratio: Num = None
+    lr: Num = None
+    flags: list[str] = Field(default_factory=list, description=(
+        "grad_none, grad_zero, grad_nonfinite, requires_grad_false, not_in_optimizer, lr_zero, no_update"))
+
+
+class ModuleGrad(BaseModel):
+    name: str
+    type: str
+    depth: int | None = Field(None, description="order of first call in the forward pass (0 = nearest the input)")
+    grad_norm: Num = None
+    weight_norm: Num = None
+    update_ratio: Num = None
+
+
+class ActivationStat(BaseModel):
+    module: str
+    module_type: str | None = None
+    op: str
+    kind: Literal["relu", "saturating", "layer"]
+    mean: Num = None
+    std: Num = None
+    input_std: Num = None
+    zero_frac: Num = None
+    dead_unit_frac: Num = Field(None, description="share of units zero for the whole batch (ReLU-like)")
+    saturated_frac: Num = Field(None, description="share of outputs in the flat tails (sigmoid/tanh)")
+    constant: bool = False
+
+
+class GradNormReport(ProbeReport):
+    step: int | None = Field(None, description="optimizer step the snapshot was taken at")
+    rank: int | None = None
+    global_grad_norm: Num = Field(None, description="pre-clip global L2 norm of all gradients")
+    params: list[ParamGrad] = Field(default_factory=list)
+    modules: list[ModuleGrad] = Field(default_factory=list)
+    activations: list[ActivationStat] = Field(default_factory=list)
+    output_constant: bool | None = None
+    loss_history: list[Num] = Field(default_factory=list)
+    grad_norm_history: list[Num] = Field(default_factory=list)
+    host_syncs_per_snapshot: int = 1
+
+    def headline(self) -> str:
+        if self.error:
+            return f"grad_norm_snapshot: {self._error_line()}"
+        return (f"grad_norm_snapshot at step {self.step}: global grad norm {_fmt(self.global_grad_norm)}, "
+                f"{len(self.params)} parameters, {sum(1 for p in self.params if p.flags)} flagged")
+
+
+def _ratio_log(r):
+    return math.log10(r) if is_finite(r) and r > 0 else None
+
+
+def grad_findings(rep: GradNormReport) -> list[Finding]:
+    out: list[Finding] = []
+    src = "grad_norm_snapshot"
+    trainable = [p for p in rep.params if "requires_grad_false" not in p.flags]
+    dead_any = any(a.kind == "relu" and is_finite(a.dead_unit_frac) and a.dead_unit_frac >= 0.7 for a in rep.activations)
+    # exactly-zero gradients behind dead ReLUs are the dead units' doing, not a cut graph
+    no_grad = [p for p in trainable if "grad_none" in p.flags or ("grad_zero" in p.flags and not dead_any)]
+    if trainable and no_grad:
+        allp = len(no_grad) == len(trainable)
+        out.append(Finding(
+            failure_mode="broken_graph", confidence=0.95 if allp else 0.85,
+            summary=(f"{len(no_grad)} of {len(trainable)} trainable parameters get no gradient"
+                     + (" (none at all: the loss is detached from the model)" if allp else "")),
+            evidence=[Evidence(what=f"{p.name} grad", value="None" if "grad_none" in p.flags else 0.0, source=src)
+                      for p in no_grad[:6]],
+            fix=("Find where the path from these parameters to the loss is cut: .detach(), .item()/.numpy(), "
+                 "torch.no_grad(), a tensor rebuilt from .data, or a module that is built but never called"),
+            location=", ".join(sorted({p.module or p.name for p in no_grad}))[:300]))
+    frozen = [p for p in trainable if {"not_in_optimizer", "lr_zero", "no_update"} & set(p.flags)
+              and p.grad_norm not in (None, 0.0)]
+    if frozen:
+        why = {f for p in frozen for f in p.flags if f in ("not_in_optimizer", "lr_zero", "no_update")}
+        out.append(Finding(
+            failure_mode="frozen_params", confidence=0.9,
+            summary=f"{len(frozen)} parameters have gradients but the optimizer step does not move them ({', '.join(sorted(why))})",
+            evidence=[Evidence(what=f"{p.name}: grad norm / update", value=f"{_fmt(p.grad_norm)} / {_fmt(p.update_norm)}"
+                               + (f" (lr {p.lr})" if p.lr is not None else " (not in any param group)"), source=src)
+                      for p in frozen[:6]],
+            fix="Build the optimizer from model.parameters() (or include these in a param group) with a non-zero lr",
+            location=", ".join(sorted({p.module or p.name for p in frozen}))[:300]))
+    off = [p for p in rep.params if "requires_grad_false" in p.flags]
+    if off and len(off) < len(rep.params):
+        out.append(Finding(
+            failure_mode="frozen_params", confidence=0.3,
+            summary=f"{len(off)} parameters have requires_grad=False (fine if you froze them on purpose)",
+            evidence=[Evidence(what=p.name, value="requires_grad=False", source=src) for p in off[:6]],
+            fix="If these layers should train, set requires_grad=True and add them to the optimizer",
+            location=", ".join(sorted({p.module or p.name for p in off}))[:300]))
+    gn = rep.global_grad_norm
+    if is_finite(gn) and gn > 10:
+        top = sorted([p for p in rep.params if is_finite(p.grad_norm)], key=lambda p: -p.grad_norm)[:4]
+        out.append(Finding(
+            failure_mode="exploding_gradients", confidence=0.8 if gn > 100 else 0.6,
+            summary=f"global gradient norm {gn:.3g} is above 10",
+            evidence=[Evidence(what="global grad norm (pre-clip)", value=gn, source=src)]
+            + [Evidence(what=f"{p.name} grad norm", value=p.grad_norm, source=src) for p in top],
+            fix="Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm",
+            location=top[0].module if top else None))
+    if gn is not None and not is_finite(gn):
+        out.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the gradients are non-finite",
+                           evidence=[Evidence(what="global grad norm", value=gn, source=src)],
+                           fix="Run nan_hook_run to find the op that produced the first non-finite value"))
+    weights = [p for p in rep.params if len(p.shape) >= 2 and is_finite(p.update_ratio) and p.update_ratio > 0
+               and not ({"no_update", "lr_zero", "not_in_optimizer"} & set(p.flags))]
+    if weights:
+        ratios = sorted(p.update_ratio for p in weights)
+        med = ratios[len(ratios) // 2]
+        ev = [Evidence(what="median update/weight ratio (weight matrices)", value=med, source=src),
+              Evidence(what="lr", value=weights[0].lr, source="optimizer param group")]
+        if med < 1e-5:
+            out.append(Finding(failure_mode="lr_too_low", confidence=0.6,
+                               summary=f"updates are tiny: median update/weight ratio {med:.2g} (healthy ~1e-3)",
+                               evidence=ev, fix=f"Raise the LR ~{min(1000, 1e-3 / med):.0f}x, or run lr_range_test"))
+        elif med > 1e-1:
+            out.append(Finding(failure_mode="lr_too_high", confidence=0.55,
+                               summary=f"each step rewrites the weights: median update/weight ratio {med:.2g} (healthy ~1e-3)",
+                               evidence=ev, fix=f"Lower the LR ~{min(1000, med / 1e-3):.0f}x, or run lr_range_test"))
+    vg = _vanishing(rep)
+    if vg:
+        out.append(vg)
+    dead = [a for a in rep.activations if a.kind == "relu" and is_finite(a.dead_unit_frac) and a.dead_unit_frac >= 0.7]
+    if dead:
+        out.append(Finding(
+            failure_mode="dead_units", confidence=0.8,
+            summary=f"{len(dead)} ReLU-like activations have >= 70% of their units zero for the whole batch",
+            evidence=[Evidence(what=f"dead units after {a.op} in {a.module}", value=a.dead_unit_frac, source=src)
+                      for a in dead[:6]],
+            fix="Check the biases/init feeding these units (negative bias, huge weights), lower the LR, or use LeakyReLU/GELU",
+            location=dead[0].module))
+    sat = [a for a in rep.activations if a.kind == "saturating" and is_finite(a.saturated_frac) and a.saturated_frac >= 0.7]
+    if sat:
+        out.append(Finding(
+            failure_mode="dead_units", confidence=0.6,
+            summary=f"{len(sat)} sigmoid/tanh activations are saturated (>= 70% of outputs in the flat tails)",
+            evidence=[Evidence(what=f"saturated after {a.op} in {a.module}", value=a.saturated_frac, source=src)
+                      for a in sat[:6]],
+            fix="Scale the pre-activations down (init, normalisation before the nonlinearity) or use ReLU/GELU",
+            location=sat[0].module))
+    if rep.output_constant:
+        out.append(Finding(failure_mode="dead_units", confidence=0.7,
+                           summary="the model output is the same for every example in the batch",
+                           evidence=[Evidence(what="output constant across batch", value=True, source=src)],
+                           fix="Look for dead units, an all-zero init or inputs that never reach the output"))
+    return out
+
+
+def _vanishing(rep: GradNormReport) -> Finding | None:
+    layers = [m for m in rep.modules if m.depth is not None and is_finite(m.grad_norm) and m.grad_norm > 0]
+    layers.sort(key=lambda m: m.depth)
+    if len(layers) < 3:
+        return None
+    logs = [math.log10(m.grad_norm) for m in layers]
+    spread = max(logs) - min(logs)
+    n = len(logs)
+    xs = list(range(n))
+    mx, my = sum(xs) / n, sum(logs) / n
+    cov = sum((x - mx) * (y - my) for x, y in zip(xs, logs))
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in logs))
+    corr = cov / (sx * sy) if sx and sy else 0.0
+    # shrinking toward the input: grad norm grows with depth index (input side small)
+    if spread > 2 and corr > 0.6 and logs[0] < logs[-1] - 2:
+        small = sorted(layers, key=lambda m: m.grad_norm)[:3]
+        return Finding(
+            failure_mode="vanishing_gradients", confidence=0.75,
+            summary=(f"per-layer gradient norms span {spread:.1f} orders of magnitude and shrink toward the input "
+                     f"({layers[0].name}: {layers[0].grad_norm:.2g} vs {layers[-1].name}: {layers[-1].grad_norm:.2g})"),
+            evidence=[Evidence(what=f"{m.name} ({m.type}) grad norm", value=m.grad_norm, source="grad_norm_snapshot")
+                      for m in layers[:3] + layers[-2:]],
+            fix="Use a non-saturating activation (ReLU/GELU), proper init (Kaiming/Xavier), normalisation or skip connections",
+            location=", ".join(m.name for m in small))
+    return None
+
+
+def _modules(params: list[ParamGrad], depth_order: list[str]) -> list[ModuleGrad]:
+    agg: dict[str, dict] = {}
+    for p in params:
+        key = p.module or "(root)"
+        a = agg.setdefault(key, {"type": p.module_type, "g": 0.0, "w": 0.0, "u": 0.0, "has_g": False, "bad": False})
+        for k, v in (("g", p.grad_norm), ("w", p.weight_norm), ("u", p.update_norm)):
+            if is_finite(v):
+                a[k] += v * v
+            elif v is not None:
+                a["bad"] = True
+        a["has_g"] |= p.grad_norm is not None
+    order = {n: i for i, n in enumerate(depth_order)}
+    out = []
+    for name, a in agg.items():
+        w = math.sqrt(a["w"])
+        out.append(ModuleGrad(name=name, type=a["type"], depth=order.get(name),
+                              grad_norm=(float("nan") if a["bad"] else math.sqrt(a["g"])) if a["has_g"] else None,
+                              weight_norm=w, update_ratio=math.sqrt(a["u"]) / w if w else None))
+    return sorted(out, key=lambda m: (m.depth is None, m.depth or 0))
+
+
+def grad_report_from(raw: dict, **fields) -> GradNormReport:
+    params = [ParamGrad(**{k: v for k, v in p.items() if k in ParamGrad.model_fields},
+                        log10_update_ratio=_ratio_log(p.get("update_ratio"))) for p in raw.get("params", [])]
+    out = raw.get("output") or {}
+    rep = GradNormReport(
+        step=raw.get("step"), rank=raw.get("rank"), global_grad_norm=raw.get("global_grad_norm"), params=params,
+        modules=_modules(params, raw.get("depth_order", [])),
+        activations=[ActivationStat(**a) for a in raw.get("activations", [])],
+        output_constant=out.get("constant"), loss_history=raw.get("loss_history", []),
+        grad_norm_history=raw.get("grad_norm_history", []), **fields)
+    rep.findings = grad_findings(rep)
+    return rep
+
+
+async def grad_norm_snapshot(workspace_root: Path, target: str | None = None, command: list[str] | None = None,
+                             steps: int = 1, python: str | None = None, timeout_s: float = 120.0,
+                             on_progress: ProgressFn | None = None) -> GradNormReport:
+    """Per-parameter gradient/weight/update norms of one optimizer step, with findings."""
+    if command:
+        return await _script_grad(workspace_root, command, steps, python, timeout_s, on_progress)
+    _need_target(target)
+    raw, err, oc = await _run("mltriage_grad_norm.py", {"target": target, "steps": steps}, workspace_root, python,
+                              timeout_s, on_progress, "grad_norm_snapshot")
+    if err:
+        return _error_report(GradNormReport, err, oc, target=target)
+    return grad_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+def _need_target(target):
+    if not target:
+        raise TriageError("neither target nor command given",
+                          "Pass target='train.py:make_target' (a factory) or command=['python', 'train.py', ...]")
+
+
+# ---------------------------------------------------------------- nan_hook_run
+
+class TensorStat(BaseModel):
+    name: str
+    shape: list[int] = Field(default_factory=list)
+    dtype: str = ""
+    min: Num = None
+    max: Num = None
+    absmax: Num = None
+    mean: Num = None
+    std: Num = None
+    zero_frac: Num = None
+    neg_frac: Num = None
+    nan: int = 0
+    inf: int = 0
+
+
+class RankResult(BaseModel):
+    rank: int
+    found: bool
+    step: int | None = None
+    phase: str | None = None
+    module: str | None = None
+    steps_run: int = 0
+
+
+Phase = Literal["forward", "loss", "backward", "optimizer_step"]
+
+
+class NanHookReport(ProbeReport):
+    found: bool = Field(False, description="a non-finite value appeared")
+    steps_run: int = 0
+    step: int | None = Field(None, description="0-based training step of the first non-finite value")
+    phase: Phase | None = None
+    rank: int | None = Field(None, description="script mode under torchrun: the first rank that went non-finite")
+    module: str | None = Field(None, description="qualified name of the first module whose output went non-finite")
+    module_type: str | None = None
+    output: str | None = Field(None, description="which output of that module, e.g. 'output' or 'output[0]'")
+    op: str | None = Field(None, description="the torch op that produced the first non-finite value")
+    op_location: str | None = Field(None, description="file:line (function) in the user's code where that op ran")
+    op_inputs: list[TensorStat] = Field(default_factory=list, description="what log/sqrt/div/exp choked on")
+    module_inputs: list[TensorStat] = Field(default_factory=list)
+    module_params: list[TensorStat] = Field(default_factory=list)
+    bad_params: list[str] = Field(default_factory=list, description="parameters with non-finite grads / values")
+    cause: str | None = Field(None, description="log(0), 0/0, x/0, exp overflow, sqrt(<0), lr, non-finite input, ...")
+    loss_history: list[Num] = Field(default_factory=list, description="the losses up to the first non-finite one")
+    grad_norm_history: list[Num] = Field(default_factory=list)
+    optimizer: dict | None = None
+    ranks: list[RankResult] = Field(default_factory=list)
+
+    def headline(self) -> str:
+        if self.error:
+            return f"nan_hook_run: {self._error_line()}"
+        if not self.found:
+            return f"nan_hook_run: no NaN/Inf in {self.steps_run} steps"
+        where = self.module or self.op_location or ", ".join(self.bad_params[:3]) or "?"
+        return (f"nan_hook_run: first non-finite value at step {self.step}"
+                + (f" on rank {self.rank}" if self.rank is not None else "")
+                + f", phase {self.phase}, in {where}" + (f" (op {self.op})" if self.op else ""))
+
+
+def _stats(items) -> list[TensorStat]:
+    return [TensorStat(**{k: v for k, v in s.items() if k in TensorStat.model_fields}) for s in items or []]
+
+
+def nan_cause(op: str | None, inputs: list[TensorStat], phase: str | None, gn_hist: list, loss_hist: list) -> tuple[str, str]:
+    """(cause, fix) from the op name and its inputs' statistics."""
+    o = (op or "").lower()
+    a0 = inputs[0] if inputs else None
+    a1 = inputs[1] if len(inputs) > 1 else None
+    if o.startswith("log") and "softmax" not in o and a0 is not None:
+        if is_finite(a0.min) and a0.min <= 0:
+            c = "log(0)" if a0.min == 0 else "log of a negative number"
+            return c, ("Clamp before the log: torch.log(x.clamp(min=1e-8)); for probabilities use log_softmax / "
+                       "logsigmoid / F.binary_cross_entropy_with_logits on the logits instead of log(sigmoid(z))")
+    if o in ("div", "true_divide", "truediv", "rtruediv", "reciprocal", "rsqrt", "floor_divide") or o.startswith("div"):
+        den = a1 if a1 is not None and o not in ("reciprocal", "rsqrt", "rtruediv") else a0
+        num = a0 if den is a1 else None
+        if den is not None and is_finite(den.zero_frac) and den.zero_frac > 0:
+            if num is not None and is_finite(num.zero_frac) and num.zero_frac > 0:
+                return "0/0", "Add an epsilon to the denominator (x / (d + 1e-8)) or mask the empty case (count 0, std 0)"
+            return "x/0", "Add an epsilon to the denominator (x / (d + 1e-8)) or guard the zero case"
+    if o in ("exp", "exp2", "expm1", "pow", "cosh", "sinh", "float_power") and a0 is not None \
+            and is_finite(a0.max) and a0.max > 80:
+        return "exp overflow", ("Subtract the max before exponentiating (x - x.max()), use torch.logsumexp / "
+                                "log_softmax, or clamp the exponent")
+    if o in ("sqrt", "rsqrt") and a0 is not None and is_finite(a0.min):
+        if a0.min < 0:
+            return "sqrt of a negative number", "Clamp the argument: torch.sqrt(x.clamp(min=0) + 1e-12)"
+        if a0.min == 0 and phase == "backward":
+            return "sqrt(0) in backward (infinite gradient)", "Add an epsilon inside the sqrt: torch.sqrt(x + 1e-12)"
+    if phase == "backward" and o in ("pow", "norm", "linalg_vector_norm") and a0 is not None and a0.zero_frac:
+        return "norm/pow of zero in backward", "Add an epsilon: (x.pow(2).sum() + 1e-12).sqrt()"
+    if a0 is not None and a0.nan + a0.inf > 0:
+        return "non-finite input", "Look at where this input comes from (the data, or the previous step)"
+    fin = [g for g in gn_hist if is_finite(g)]
+    if len(fin) >= 3 and fin[-1] > 10 * max(1e-12, min(fin)) or any(is_finite(g) and g > 100 for g in fin):
+        return "lr", ("The gradient norm grew before the NaN: lower the LR 3-10x (or add warmup) and check the loss "
+                      "scale; clip gradients only after logging the pre-clip norm")
+    if phase == "optimizer_step":
+        return "optimizer step", "Check the optimizer config (eps=0 gives 0/0 in Adam, lr inf/NaN) and the LR"
+    return "overflow", "Inspect the op's inputs below; lower the LR if activations grow step by step"
+
+
+def nan_report_from(raw: dict, **fields) -> NanHookReport:
+    rep = NanHookReport(found=bool(raw.get("found")), steps_run=raw.get("steps_run", 0), step=raw.get("step"),
+                        phase=raw.get("phase"), rank=raw.get("rank"), loss_history=raw.get("loss_history", []),
+                        grad_norm_history=raw.get("grad_norm_history", []), optimizer=raw.get("optimizer"), **fields)
+    op = raw.get("op") or {}
+    mod = raw.get("module") or {}
+    bwd = raw.get("backward") or {}
+    if op:
+        rep.op, rep.op_location = op.get("op"), op.get("where")
+        rep.op_inputs = _stats(op.get("inputs"))
+    if bwd:
+        rep.op, rep.op_location = bwd.get("op"), bwd.get("where")
+        rep.op_inputs = _stats(bwd.get("inputs"))
+        rep.module = bwd.get("module")
+    if mod:
+        rep.module, rep.module_type, rep.output = mod.get("module"), mod.get("type"), mod.get("output")
+        rep.module_inputs, rep.module_params = _stats(mod.get("inputs")), _stats(mod.get("params"))
+    elif op.get("module"):
+        rep.module, rep.module_type = op.get("module"), op.get("module_type")
+    rep.bad_params = raw.get("bad_param_names") or raw.get("bad_grad_params") or []
+    if raw.get("batch"):
+        rep.op_inputs = _stats(raw["batch"])
+    if not rep.found:
+        return rep
+    if raw.get("cause_hint") == "non_finite_input":
+        rep.cause, fix = "non-finite input data", "Drop or repair the bad samples in the data pipeline (check for NaN in the raw data / division in preprocessing)"
+    else:
+        rep.cause, fix = nan_cause(rep.op, rep.op_inputs, rep.phase, rep.grad_norm_history, rep.loss_history)
+    ev = [Evidence(what="first non-finite step", value=rep.step, source="nan_hook_run"),
+          Evidence(what="phase", value=rep.phase, source="nan_hook_run")]
+    if rep.op:
+        ev.append(Evidence(what="op", value=rep.op, source=rep.op_location or ""))
+    for s in rep.op_inputs[:2]:
+        ev.append(Evidence(what=f"{rep.op or 'op'} {s.name} min/max/zeros",
+                           value=f"{_fmt(s.min)} / {_fmt(s.max)} / {_fmt(s.zero_frac)}", source="nan_hook_run"))
+    fin_l = [x for x in rep.loss_history if is_finite(x)]
+    if fin_l:
+        ev.append(Evidence(what="last finite loss", value=fin_l[-1], source="nan_hook_run"))
+    fin_g = [x for x in rep.grad_norm_history if is_finite(x)]
+    if fin_g:
+        ev.append(Evidence(what="max grad norm before", value=max(fin_g), source="nan_hook_run"))
+    if rep.phase == "optimizer_step" and rep.optimizer:
+        ev.append(Evidence(what="optimizer", value=str(rep.optimizer), source="nan_hook_run"))
+    where = rep.op_location or rep.module
+    rep.findings.append(Finding(
+        failure_mode="nan_inf", confidence=0.9 if rep.cause not in ("overflow", "optimizer step") else 0.7,
+        summary=(f"{rep.cause}: first non-finite value at step {rep.step} in the {rep.phase} phase"
+                 + (f", op {rep.op}" if rep.op else "") + (f" in {rep.module} ({rep.module_type})" if rep.module and rep.module_type else
+                                                          f" in {rep.module}" if rep.module else "")),
+        evidence=ev, fix=fix, location=where))
+    if rep.cause == "lr":
+        rep.findings.append(Finding(
+            failure_mode="lr_too_high", confidence=0.6,
+            summary="the gradient norm grew step by step before the first non-finite value",
+            evidence=[Evidence(what="grad norm history", value=", ".join(_fmt(g) for g in rep.grad_norm_history[-6:]),
+                               source="nan_hook_run")],
+            fix="Lower the LR 3-10x or add warmup; run lr_range_test to place the LR"))
+    return rep
+
+
+async def nan_hook_run(workspace_root: Path, target: str | None = None, command: list[str] | None = None,
+                       max_steps: int = 200, python: str | None = None, timeout_s: float = 300.0,
+                       on_progress: ProgressFn | None = None) -> NanHookReport:
+    """Train until the first non-finite value and localise it (step, phase, module, op, inputs, cause)."""
+    if command:
+        return await _script_nan(workspace_root, command, max_steps, python, timeout_s, on_progress)
+    _need_target(target)
+    raw, err, oc = await _run("mltriage_nan_hook.py", {"target": target, "max_steps": max_steps}, workspace_root,
+                              python, timeout_s, on_progress, "nan_hook_run")
+    if err:
+        return _error_report(NanHookReport, err, oc, target=target)
+    return nan_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+# ---------------------------------------------------------------- overfit_test
+
+class OverfitReport(ProbeReport):
+    passed: bool = False
+    outcome: Literal["passed", "flat", "slow", "diverged", "nan", "negative", "error"] = "error"
+    steps_run: int = 0
+    max_steps: int = 0
+    initial_loss: Num = None
+    final_loss: Num = None
+    best_loss: Num = None
+    threshold: Num = Field(None, description="loss at or below which the batch counts as memorised")
+    drop_fraction: Num = None
+    trajectory: list[tuple[int, Num]] = Field(default_factory=list, description="(step, loss), downsampled")
+    wall_time_s: float = 0.0
+    lr: Num = None
+    loss_kind: str | None = None
+    params_grad_none: int = 0
+    params_unchanged: int = 0
+    trainable_params: int = 0
+
+    def headline(self) -> str:
+        if self.error:
+            return f"overfit_test: {self._error_line()}"
+        verdict = "PASSED" if self.passed else f"FAILED ({self.outcome})"
+        return (f"overfit_test {verdict}: loss {_fmt(self.initial_loss)} -> {_fmt(self.final_loss)} in "
+                f"{self.steps_run} steps on one batch (pass <= {_fmt(self.threshold)}), {self.wall_time_s:.1f} s")
+
+
+ELEMENTWISE_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                      "binary_cross_entropy_with_logits")
+
+
+def loss_shape_finding(raw: dict, src: str) -> Finding | None:
+    """mse_loss(pred (N,1), y (N,)) broadcasts to (N,N) silently: the model learns the mean."""
+    shapes = raw.get("loss_shapes")
+    if raw.get("loss_kind") in ELEMENTWISE_LOSSES and shapes and shapes[0] != shapes[1]:
+        return Finding(failure_mode="shape_mismatch", confidence=0.9,
+                       summary=f"{raw['loss_kind']} compares an output of shape {shapes[0]} with a target of shape "
+                               f"{shapes[1]}: they broadcast silently instead of matching element by element",
+                       evidence=[Evidence(what="loss input shape", value=str(shapes[0]), source=src),
+                                 Evidence(what="loss target shape", value=str(shapes[1]), source=src)],
+                       fix="Make the shapes equal before the loss (pred.squeeze(-1) or y.unsqueeze(-1)) and assert them")
+    return None
+
+
+def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
+    src = "overfit_test"
+    shape = loss_shape_finding(raw, src)
+    if rep.passed:
+        return [shape] if shape else []
+    if shape:
+        return [shape]
+    ev = [Evidence(what="loss first -> last", value=f"{_fmt(rep.initial_loss)} -> {_fmt(rep.final_loss)}", source=src),
+          Evidence(what="steps", value=rep.steps_run, source=src), Evidence(what="lr", value=rep.lr, source=src)]
+    if rep.outcome == "negative":
+        return [Finding(failure_mode="loss_function", confidence=0.85,
+                        summary=f"{rep.loss_kind} should be >= 0 but the loss is negative and keeps falling: its sign is flipped",
+                        evidence=ev, fix="Remove the extra minus sign: the optimizer is maximising the error")]
+    if rep.outcome == "nan":
+        return [Finding(failure_mode="nan_inf", confidence=0.85, summary="the loss went non-finite while overfitting one batch",
+                        evidence=ev, fix="Run nan_hook_run on the same target to name the op and module")]
+    if rep.outcome == "diverged":
+        return [Finding(failure_mode="lr_too_high", confidence=0.75, summary="the loss rose while overfitting one batch",
+                        evidence=ev, fix="Lower the LR 3-10x (overfit_test lr=...), then run lr_range_test")]
+    out = []
+    if rep.params_grad_none:
+        out.append(Finding(failure_mode="broken_graph", confidence=0.85,
+                           summary=f"{rep.params_grad_none} of {rep.trainable_params} trainable parameters got no gradient",
+                           evidence=ev + [Evidence(what="params with grad None", value=rep.params_grad_none, source=src)],
+                           fix="Run grad_norm_snapshot to name them, then find the .detach()/no_grad that cuts them off"))
+    elif raw.get("params_grad_zero"):
+        out.append(Finding(failure_mode="dead_units", confidence=0.6,
+                           summary=f"{raw['params_grad_zero']} of {rep.trainable_params} trainable parameters get exactly zero gradient (dead ReLUs, or a cut graph)",
+                           evidence=ev + [Evidence(what="params with an all-zero gradient", value=raw["params_grad_zero"], source=src)],
+                           fix="Run grad_norm_snapshot: it counts dead units per activation and names the layers"))
+    elif rep.params_unchanged:
+        out.append(Finding(failure_mode="frozen_params", confidence=0.8,
+                           summary=f"{rep.params_unchanged} of {rep.trainable_params} trainable parameters never changed",
+                           evidence=ev + [Evidence(what="params unchanged", value=rep.params_unchanged, source=src)],
+                           fix="Run grad_norm_snapshot: these are left out of the optimizer or have lr 0"))
+    floor = None
+    if rep.loss_kind == "cross_entropy" and raw.get("ce_classes"):
+        c = raw["ce_classes"]
+        floor = math.log(1 + (c - 1) / math.e)
+    if raw.get("ce_input_is_probability"):
+        out.append(Finding(failure_mode="loss_function", confidence=0.85,
+                           summary="cross_entropy is given probabilities (rows in [0,1] summing to 1), not logits: a double softmax",
+                           evidence=ev + ([Evidence(what="double-softmax loss floor ln(1+(C-1)/e)", value=floor, source=src)]
+                                          if floor else []),
+                           fix="Remove the softmax at the end of the model; F.cross_entropy / nn.CrossEntropyLoss apply log_softmax themselves"))
+    if not out:
+        if rep.outcome == "flat":
+            out.append(Finding(failure_mode="lr_too_low", confidence=0.4,
+                               summary="the loss did not move on a single batch",
+                               evidence=ev, fix=("Check in order: grad_norm_snapshot (broken graph, frozen params, "
+                                                 "update ratio), the loss function's sign and inputs, then try lr 10x higher")))
+        else:
+            out.append(Finding(failure_mode="lr_too_low", confidence=0.3,
+                               summary=f"the loss fell only {_fmt(rep.drop_fraction)} of the way on a single batch",
+                               evidence=ev, fix=("Run grad_norm_snapshot (dead units, vanishing gradients, update ratio) "
+                                                 "and lr_range_test before tuning anything")))
+    return out
+
+
+async def overfit_test(workspace_root: Path, target: str, steps: int = 300, lr: float | None = None,
+                       python: str | None = None, timeout_s: float = 300.0,
+                       on_progress: ProgressFn | None = None) -> OverfitReport:
+    """Train on one fixed batch; pass when the loss falls by >= 95% (or below a task-aware floor)."""
+    _need_target(target)
+    raw, err, oc = await _run("mltriage_overfit.py", {"target": target, "steps": steps, "lr": lr}, workspace_root,
+                              python, timeout_s, on_progress, "overfit_test")
+    if err:
+        return _error_report(OverfitReport, err, oc, target=target)
+    ini, fin = raw.get("initial_loss"), raw.get("final_loss")
+    drop = (ini - fin) / abs(ini) if is_finite(ini) and is_finite(fin) and ini else None
+    rep = OverfitReport(target=target, python=oc.python, duration_s=oc.duration_s, drop_fraction=drop,
+                        trajectory=[tuple(t) for t in raw.get("trajectory", [])],
+                        **{k: v for k, v in raw.items() if k in OverfitReport.model_fields and k != "trajectory"})
+    rep.findings = overfit_findings(rep, raw)
+    return rep
+
+
+# ---------------------------------------------------------------- init_loss_check
+
+class LayerScale(BaseModel):
+    module: str
+    module_type: str | None = None
+    output_std: Num = None
+    input_std: Num = None
+    gain: Num = Field(None, description="output std / input std")
+
+
+class InitLossReport(ProbeReport):
+    loss: Num = None
+    expected: Num = None
+    expected_from: str = ""
+    ratio: Num = Field(None, description="loss / expected")
+    verdict: Literal["ok", "too_high", "too_low", "unknown", "error"] = "unknown"
+    loss_kind: str | None = None
+    logit_std: Num = None
+    logit_mean: Num = None
+    constant_outputs: bool | None = None
+    output_is_probability: bool | None = None
+    layers: list[LayerScale] = Field(default_factory=list)
+    random_input_loss: Num = Field(None, description="after a short training: loss on random inputs")
+    real_input_loss: Num = Field(None, description="after the same training: loss on the real inputs")
+    random_input_note: str | None = None
+
+    def headline(self) -> str:
+        if self.error:
+            return f"init_loss_check: {self._error_line()}"
+        return (f"init_loss_check: loss at init {_fmt(self.loss)} vs expected {_fmt(self.expected)} "
+                f"({self.expected_from}) -> {self.verdict}")
+
+
+def init_report_from(raw: dict, **fields) -> InitLossReport:
+    out = raw.get("output") or {}
+    layers = [LayerScale(module=l["module"], module_type=l.get("module_type"), output_std=l.get("std"),
+                         input_std=l.get("input_std"),
+                         gain=(l["std"] / l["input_std"]) if is_finite(l.get("std")) and is_finite(l.get("input_std"))
+                         and l["input_std"] > 0 else None) for l in raw.get("layers", [])]
+    rep = InitLossReport(loss=raw.get("loss"), expected=raw.get("expected"), expected_from=raw.get("expected_from", ""),
+                         loss_kind=raw.get("loss_kind"), logit_std=out.get("std"), logit_mean=out.get("mean"),
+                         constant_outputs=out.get("constant"), output_is_probability=out.get("is_probability"),
+                         layers=layers, **fields)
+    ri = raw.get("random_input") or {}
+    rep.random_input_loss, rep.real_input_loss = ri.get("loss_random_inputs"), ri.get("loss_real_inputs")
+    rep.random_input_note = ri.get("skipped")
+    src = "init_loss_check"
+    if is_finite(rep.loss) and is_finite(rep.expected) and rep.expected > 0:
+        rep.ratio = rep.loss / rep.expected
+        rep.verdict = "too_high" if rep.ratio > 1.5 else "too_low" if rep.ratio < 0.5 else "ok"
+    elif rep.loss is not None and not is_finite(rep.loss):
+        rep.findings.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the loss is already non-finite at init",
+                                    evidence=[Evidence(what="loss at init", value=rep.loss, source=src)],
+                                    fix="Run nan_hook_run to find the op"))
+    ev = [Evidence(what="loss at init", value=rep.loss, source=src),
+          Evidence(what="expected", value=rep.expected, source=rep.expected_from),
+          Evidence(what="logit std", value=rep.logit_std, source=src)]
+    if rep.verdict == "too_high":
+        big = max((l for l in layers if is_finite(l.gain)), key=lambda l: l.gain, default=None)
+        culprit = big if big is not None and big.gain > 4 else (layers[-1] if layers else None)
+        if culprit:
+            ev.append(Evidence(what=f"{culprit.module} output std / input std", value=f"{_fmt(culprit.output_std)} / "
+                               f"{_fmt(culprit.input_std)}", source=src))
+        if rep.output_is_probability:
+            rep.findings.append(Finding(failure_mode="loss_function", confidence=0.7,
+                                        summary="the loss is fed probabilities, not logits", evidence=ev,
+                                        fix="Give the loss the raw logits (no softmax/sigmoid before cross_entropy)"))
+        else:
+            rep.findings.append(Finding(
+                failure_mode="bad_init", confidence=0.85,
+                summary=(f"initial loss {rep.loss:.3g} is {rep.ratio:.1f}x the chance value {rep.expected:.3g}"
+                         + (f"; {culprit.module} ({culprit.module_type}) blows the scale up {culprit.gain:.0f}x"
+                            if culprit and is_finite(culprit.gain) else "")),
+                evidence=ev, location=culprit.module if culprit else None,
+                fix=("Initialise that layer with a small std (e.g. nn.init.normal_(w, std=0.01) for the output layer, "
+                     "default Kaiming/Xavier elsewhere) so the initial logits are near zero and the loss near ln(C)")))
+    elif rep.verdict == "too_low" and is_finite(rep.loss) and rep.loss < 0:
+        rep.findings.append(Finding(
+            failure_mode="loss_function", confidence=0.85,
+            summary=f"the loss at init is negative ({rep.loss:.3g}) where {rep.expected:.3g} is expected: its sign is flipped",
+            evidence=ev, fix="Remove the extra minus sign (nll_loss / cross_entropy are already the negative log-likelihood)"))
+    elif rep.verdict == "too_low":
+        rep.findings.append(Finding(
+            failure_mode="data_leakage", confidence=0.6,
+            summary=f"initial loss {rep.loss:.3g} is far below the chance value {rep.expected:.3g}: the untrained model already 'knows' the answer",
+            evidence=ev, fix="Check that labels are not in the inputs (run data_check) and that the loss is averaged the usual way"))
+    if rep.output_is_probability and rep.loss_kind in ("cross_entropy", "nll_loss") and rep.loss_kind == "cross_entropy" \
+            and not any(f.failure_mode == "loss_function" for f in rep.findings):
+        rep.findings.append(Finding(failure_mode="loss_function", confidence=0.8,
+                                    summary="cross_entropy receives probabilities (rows sum to 1): a double softmax",
+                                    evidence=ev, fix="Remove the final softmax; cross_entropy applies log_softmax itself"))
+    if rep.constant_outputs:
+        rep.findings.append(Finding(failure_mode="dead_units", confidence=0.7, summary="the output is constant across the batch at init",
+                                    evidence=ev, fix="Check for an all-zero init, dead ReLUs or inputs that never reach the output"))
+    shape = loss_shape_finding(raw, "init_loss_check")
+    if shape:
+        rep.findings.append(shape)
+    fb, rr, rd = ri.get("loss_before"), rep.real_input_loss, rep.random_input_loss
+    if all(is_finite(v) for v in (fb, rr, rd)) and rr < 0.9 * fb and abs(rd - rr) <= 0.05 * abs(rr) + 1e-6:
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.7,
+            summary="after a short training the loss on random inputs equals the loss on the real ones: the inputs carry no information",
+            evidence=[Evidence(what="loss real inputs", value=rr, source=src), Evidence(what="loss random inputs", value=rd, source=src)],
+            fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs"))
+    return rep
+
+
+async def init_loss_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,
+                          on_progress: ProgressFn | None = None) -> InitLossReport:
+    _need_target(target)
+    raw, err, oc = await _run("mltriage_init_loss.py", {"target": target}, workspace_root, python, timeout_s,
+                              on_progress, "init_loss_check")
+    if err:
+        rep = _error_report(InitLossReport, err, oc, target=target)
+        rep.verdict = "error"
+        return rep
+    return init_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+# ---------------------------------------------------------------- data_check
+
+class InputStat(BaseModel):
+    name: str
+    shape: list[int]
+    dtype: str
+    nan: int = 0
+    inf: int = 0
+    features: int | None = None
+    absmax: Num = None
+    feature_mean_range: list[Num] = Field(default_factory=list)
+    feature_std_range: list[Num] = Field(default_factory=list)
+    constant_features: list[int] = Field(default_factory=list)
+    leak_feature: int | None = None
+    leak_label_explained: Num = Field(None, description="share of label variance one feature alone explains")
+    leak_exact_copy: bool | None = None
+
+
+class LabelStat(BaseModel):
+    name: str
+    shape: list[int]
+    dtype: str
+    counts: list[int] = Field(default_factory=list)
+    classes_present: int | None = None
+    majority_frac: Num = None
+    imbalance_ratio: Num = None
+    mean: Num = None
+    std: Num = None
+
+
+class DataCheckReport(ProbeReport):
+    batches_checked: int = 0
+    label_slot: str | None = None
+    inputs: list[InputStat] = Field(default_factory=list)
+    labels: LabelStat | None = None
+    model_training: bool | None = None
+    eval_mode_modules: list[str] = Field(default_factory=list)
+    held_out_loss_real_labels: Num = None
+    held_out_loss_permuted_labels: Num = None
+    held_out_loss_at_init: Num = None
+    alignment_note: str | None = None
+
+    def headline(self) -> str:
+        if self.error:
+            return f"data_check: {self._error_line()}"
+        return (f"data_check: {self.batches_checked} batches, {len(self.inputs)} input tensors, labels at "
+                f"{self.label_slot}, model in {'train' if self.model_training else 'eval'} mode")
+
+
+def data_report_from(raw: dict, **fields) -> DataCheckReport:
+    inputs = []
+    for i in raw.get("inputs", []):
+        lk = i.get("leakage") or {}
+        inputs.append(InputStat(leak_feature=lk.get("feature"), leak_label_explained=lk.get("label_explained"),
+                                leak_exact_copy=lk.get("exact_copy"),
+                                **{k: v for k, v in i.items() if k in InputStat.model_fields}))
+    lab = raw.get("labels")
+    al = raw.get("alignment") or {}
+    rep = DataCheckReport(batches_checked=raw.get("batches_checked", 0), label_slot=raw.get("label_slot"), inputs=inputs,
+                          labels=LabelStat(**{k: v for k, v in lab.items() if k in LabelStat.model_fields}) if lab else None,
+                          model_training=raw.get("model_training"),
+                          eval_mode_modules=[f"{n} ({t})" for n, t in raw.get("eval_mode_modules", [])],
+                          held_out_loss_real_labels=(al.get("real") or {}).get("held_out_loss"),
+                          held_out_loss_permuted_labels=(al.get("permuted") or {}).get("held_out_loss"),
+                          held_out_loss_at_init=al.get("held_out_loss_at_init"), alignment_note=al.get("skipped"),
+                          **fields)
+    src = "data_check"
+    for i in inputs:
+        if i.nan or i.inf:
+            rep.findings.append(Finding(failure_mode="data_pipeline", confidence=0.9,
+                                        summary=f"{i.name} contains {i.nan} NaN and {i.inf} Inf values",
+                                        evidence=[Evidence(what=f"{i.name} NaN / Inf", value=f"{i.nan} / {i.inf}", source=src)],
+                                        fix="Find the rows in the raw data / preprocessing (division, log) and drop or repair them",
+                                        location=i.name))
+        if is_finite(i.leak_label_explained) and i.leak_label_explained >= 0.97:
+            rep.findings.append(Finding(
+                failure_mode="data_leakage", confidence=0.95 if i.leak_exact_copy else 0.8,
+                summary=(f"feature {i.leak_feature} of {i.name} alone explains {i.leak_label_explained:.1%} of the label"
+                         + (" (it IS the label)" if i.leak_exact_copy else "")),
+                evidence=[Evidence(what=f"{i.name}[:, {i.leak_feature}] label variance explained", value=i.leak_label_explained, source=src),
+                          Evidence(what="exact copy of the label", value=bool(i.leak_exact_copy), source=src)],
+                fix=f"Remove column {i.leak_feature} from the inputs (the target column was kept in the feature table)",
+                location=f"{i.name}[:, {i.leak_feature}]"))
+        lo_hi = i.feature_mean_range + i.feature_std_range
+        if len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
+                max(abs(lo_hi[0]), abs(lo_hi[1])) > 10 or lo_hi[3] > 20):
+            rep.findings.append(Finding(
+                failure_mode="data_pipeline", confidence=0.4,
+                summary=f"{i.name} is not normalised: feature means {_fmt(lo_hi[0])}..{_fmt(lo_hi[1])}, stds up to {_fmt(lo_hi[3])}",
+                evidence=[Evidence(what="feature mean range", value=f"{_fmt(lo_hi[0])}..{_fmt(lo_hi[1])}", source=src),
+                          Evidence(what="max feature std", value=lo_hi[3], source=src)],
+                fix="Standardise each feature with the training set's mean/std (the same constants at eval time)",
+                location=i.name))
+    if rep.labels and is_finite(rep.labels.majority_frac) and rep.labels.majority_frac > 0.9 and (rep.labels.classes_present or 0) > 1:
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.4,
+            summary=f"labels are imbalanced: the majority class is {rep.labels.majority_frac:.0%} of the batches checked",
+            evidence=[Evidence(what="imbalance ratio", value=rep.labels.imbalance_ratio, source=src)],
+            fix="Use a weighted loss or resampling, and judge by per-class metrics, not accuracy"))
+    if rep.eval_mode_modules and rep.model_training is False:
+        rep.findings.append(Finding(
+            failure_mode="train_eval_mode", confidence=0.9,
+            summary=f"the model is in eval mode while training, with {len(rep.eval_mode_modules)} dropout/batch-norm modules frozen in eval behaviour",
+            evidence=[Evidence(what="model.training", value=False, source=src)]
+            + [Evidence(what="eval-mode module", value=m, source=src) for m in rep.eval_mode_modules[:4]],
+            fix="Call model.train() before the training steps (an evaluate() that calls model.eval() must switch back)"))
+    elif rep.eval_mode_modules:
+        rep.findings.append(Finding(
+            failure_mode="train_eval_mode", confidence=0.7,
+            summary=f"{len(rep.eval_mode_modules)} dropout/batch-norm submodules are in eval mode inside a model in train mode",
+            evidence=[Evidence(what="eval-mode module", value=m, source=src) for m in rep.eval_mode_modules[:4]],
+            fix="Find the .eval() call on the submodule; call model.train() on the whole model before training"))
+    r, p, i0 = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels, rep.held_out_loss_at_init
+    if all(is_finite(v) for v in (r, p, i0)) and r > p - 0.05 * i0 and r > 0.95 * i0:
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.65,
+            summary="training on the real labels generalises no better than training on permuted labels: the labels do not match the inputs",
+            evidence=[Evidence(what="held-out loss, trained on real labels", value=r, source=src),
+                      Evidence(what="held-out loss, trained on permuted labels", value=p, source=src),
+                      Evidence(what="held-out loss at init", value=i0, source=src)],
+            fix=("Check that inputs and labels are shuffled/indexed together (one permutation for both, the same "
+                 "order in the dataset); if overfit_test also fails, rule out the model first")))
+    return rep
+
+
+async def data_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,
+                     on_progress: ProgressFn | None = None) -> DataCheckReport:
+    _need_target(target)
+    raw, err, oc = await _run("mltriage_data_check.py", {"target": target}, workspace_root, python, timeout_s,
+                              on_progress, "data_check")
+    if err:
+        return _error_report(DataCheckReport, err, oc, target=target)
+    return data_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+# ---------------------------------------------------------------- lr_range_test
+
+class LrPoint(BaseModel):
+    lr: float
+    loss: Num = None
+    smoothed: Num = None
+
+
+class LrRangeReport(ProbeReport):
+    curve: list[LrPoint] = Field(default_factory=list, description="loss vs LR, downsampled")
+    steps_run: int = 0
+    suggested_lr: Num = Field(None, description="the LR at the minimum of the smoothed loss / 10")
+    steepest_lr: Num = Field(None, description="the LR where the smoothed loss falls fastest")
+    min_loss_lr: Num = None
+    diverged_at_lr: Num = None
+    current_lr: Num = None
+    current_position: Literal["below", "near", "above", "diverging", "unknown"] = "unknown"
+    stopped: str | None = None
+    optimizer: str | None = None
+
+    def headline(self) -> str:
+        if self.error:
+            return f"lr_range_test: {self._error_line()}"
+        return (f"lr_range_test: suggested LR {_fmt(self.suggested_lr)} (min loss at {_fmt(self.min_loss_lr)}, "
+                f"diverges from {_fmt(self.diverged_at_lr)}); current LR {_fmt(self.current_lr)} is {self.current_position}")
+
+
+def lr_report_from(raw: dict, **fields) -> LrRangeReport:
+    rep = LrRangeReport(curve=[LrPoint(lr=c[0], loss=c[1], smoothed=c[2]) for c in raw.get("curve", [])],
+                        **{k: v for k, v in raw.items() if k in LrRangeReport.model_fields and k != "curve"}, **fields)
+    cur, sug, mn, dv = rep.current_lr, rep.suggested_lr, rep.min_loss_lr, rep.diverged_at_lr
+    if is_finite(cur) and is_finite(sug):
+        if is_finite(dv) and cur >= dv:
+            rep.current_position = "diverging"
+        elif is_finite(mn) and cur > mn:
+            rep.current_position = "above"
+        elif cur < sug / 10:
+            rep.current_position = "below"
+        else:
+            rep.current_position = "near"
+    ev = [Evidence(what="current lr", value=cur, source="optimizer"), Evidence(what="suggested lr", value=sug, source="lr_range_test"),
+          Evidence(what="min-loss lr", value=mn, source="lr_range_test"), Evidence(what="loss diverges from lr", value=dv, source="lr_range_test")]
+    if rep.current_position in ("diverging", "above"):
+        rep.findings.append(Finding(failure_mode="lr_too_high", confidence=0.8 if rep.current_position == "diverging" else 0.6,
+                                    summary=f"the current LR {cur:.3g} is past the loss minimum of the range test"
+                                            + (" and in the region where the loss blows up" if rep.current_position == "diverging" else ""),
+                                    evidence=ev, fix=f"Use an LR near {sug:.2g}"))
+    elif rep.current_position == "below":
+        rep.findings.append(Finding(failure_mode="lr_too_low", confidence=0.5,
+                                    summary=f"the current LR {cur:.3g} is more than 10x below the suggested {sug:.3g}",
+                                    evidence=ev, fix=f"Try an LR near {sug:.2g} (check the update/weight ratio with grad_norm_snapshot)"))
+    return rep
+
+
+async def lr_range_test(workspace_root: Path, target: str, min_lr: float = 1e-7, max_lr: float = 10.0, steps: int = 100,
+                        python: str | None = None, timeout_s: float = 300.0,
+                        on_progress: ProgressFn | None = None) -> LrRangeReport:
+    _need_target(target)
+    if not (0 < min_lr < max_lr):
+        raise TriageError(f"min_lr={min_lr} must be positive and below max_lr={max_lr}", "e.g. min_lr=1e-7, max_lr=10")
+    raw, err, oc = await _run("mltriage_lr_range.py", {"target": target, "min_lr": min_lr, "max_lr": max_lr,
+                                                       "steps": steps}, workspace_root, python, timeout_s,
+                              on_progress, "lr_range_test")
+    if err:
+        return _error_report(LrRangeReport, err, oc, target=target)
+    return lr_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+# ---------------------------------------------------------------- script mode (instruments injected via sitecustomize)
+
+async def _run_script(workspace_root: Path, command: list[str], mode: str, args: dict, python: str | None,
+                      timeout_s: float, on_progress: ProgressFn | None, what: str):
+    interp = choose_python(python, workspace_root)
+    argv = script_argv(command, interp)
+    pp = os.environ.get("PYTHONPATH", "")
+    env = {"PYTHONPATH": str(INJECT_DIR) + (os.pathsep + pp if pp else ""), "MLTRIAGE_MODE": mode}
+    outcome = await run_probe("mltriage_script", {"mode": mode, **args}, workspace_root=workspace_root, python=interp,
+                              timeout_s=timeout_s, on_progress=on_progress, env=env, command=argv)
+    reports = outcome.reports
+    if not reports:
+        if outcome.timed_out or outcome.crashed_by:
+            raise _infrastructure_error(outcome, timeout_s, what)
+        raise TriageError(f"{what}: the script exited with code {outcome.returncode} before any optimizer step was seen"
+                          f"{_stderr_hint(outcome)}",
+                          "Check the command runs by itself and trains with a torch.optim optimizer; "
+                          "a crash in the script shows in the stderr tail above")
+    return reports, outcome
+
+
+def _script_fields(command, oc):
+    return {"mode": "script", "command": command, "python": oc.python, "duration_s": oc.duration_s}
+
+
+def _script_crash(oc: ProbeOutcome, rep: ProbeReport) -> None:
+    """A script that raised after the instruments answered: its traceback is a finding too."""
+    if oc.returncode not in (0, None) and "Traceback" in (oc.stderr_tail or ""):
+        tail = oc.stderr_tail.strip().splitlines()
+        last = tail[-1] if tail else ""
+        mode = "shape_mismatch" if SHAPE_WORDS.search(last) else "exception"
+        rep.findings.append(Finding(failure_mode=mode, confidence=0.8, summary=f"the script exited with code {oc.returncode}: {last[:300]}",
+                                    evidence=[Evidence(what="stderr last line", value=last[:300], source="script stderr")],
+                                    fix="Read the traceback (stderr tail) and fix the line it names"))
+
+
+async def _script_grad(workspace_root, command, steps, python, timeout_s, on_progress) -> GradNormReport:
+    reports, oc = await _run_script(workspace_root, command, "grad", {"step": steps}, python, timeout_s, on_progress,
+                                    "grad_norm_snapshot")
+    ranked = sorted(reports.values(), key=lambda r: r.get("rank") or 0)
+    snap = next((r for r in ranked if r.get("params")), None)
+    if snap is None:
+        seen = max((r.get("steps_seen", 0) for r in ranked), default=0)
+        raise TriageError(f"grad_norm_snapshot: the script made {seen} optimizer steps, fewer than step={steps}"
+                          f"{_stderr_hint(oc)}", "Ask for an earlier step or let the script run longer")
+    rep = grad_report_from(snap, **_script_fields(command, oc))
+    mz = snap.get("missing_zero_grad")
+    if mz:
+        rep.findings.append(Finding(
+            failure_mode="missing_zero_grad", confidence=0.8 if mz.get("growing") else 0.55,
+            summary=f"no zero_grad() call seen in {mz['steps']} optimizer steps"
+                    + (" and the gradient norm grows" if mz.get("growing") else ""),
+            evidence=[Evidence(what="zero_grad calls", value=0, source="script instruments"),
+                      Evidence(what="grad norm by step", value=", ".join(_fmt(g) for g in mz["grad_norms"][-6:]), source="script instruments")],
+            fix="Call optimizer.zero_grad(set_to_none=True) once per step, before loss.backward()"))
+    _script_crash(oc, rep)
+    return rep
+
+
+async def _script_nan(workspace_root, command, max_steps, python, timeout_s, on_progress) -> NanHookReport:
+    reports, oc = await _run_script(workspace_root, command, "nan", {"max_steps": max_steps}, python, timeout_s,
+                                    on_progress, "nan_hook_run")
+    order = {"forward": 0, "loss": 1, "backward": 2, "optimizer_step": 3}
+    ranked = sorted(reports.values(), key=lambda r: r.get("rank") or 0)
+    hits = [r for r in ranked if r.get("found")]
+    first = min(hits, key=lambda r: (r["step"], order.get(r.get("phase"), 9), r.get("rank") or 0)) if hits else None
+    base = first or max(ranked, key=lambda r: r.get("steps_run", 0))
+    rep = nan_report_from(base, **_script_fields(command, oc))
+    rep.steps_run = max(r.get("steps_run", 0) for r in ranked)
+    if len(ranked) > 1 or any(r.get("rank") is not None for r in ranked):
+        rep.rank = base.get("rank") if first else None
+        rep.ranks = [RankResult(rank=r.get("rank") or 0, found=bool(r.get("found")), step=r.get("step"),
+                                phase=r.get("phase"), steps_run=r.get("steps_run", 0),
+                                module=(r.get("module") or {}).get("module")) for r in ranked]
+        if first:
+            rep.findings[0].evidence.insert(0, Evidence(what="first rank", value=rep.rank, source=f"{len(ranked)} rank reports"))
+            rep.findings[0].summary += f" (rank {rep.rank} of {len(ranked)})"
+    if not first:
+        _script_crash(oc, rep)
+    return rep
