@@ -220,8 +220,12 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
             fix=("Find where the path from these parameters to the loss is cut: .detach(), .item()/.numpy(), "
                  "torch.no_grad(), a tensor rebuilt from .data, or a module that is built but never called"),
             location=", ".join(sorted({p.module or p.name for p in no_grad}))[:300]))
-    frozen = [p for p in trainable if {"not_in_optimizer", "lr_zero", "no_update"} & set(p.flags)
-              and p.grad_norm not in (None, 0.0)]
+    # "no_update" with a gradient a million times below the largest is a vanishing gradient that rounds
+    # away in float32, not a parameter the optimizer skips
+    max_g = max((p.grad_norm for p in trainable if is_finite(p.grad_norm)), default=0.0)
+    frozen = [p for p in trainable if p.grad_norm not in (None, 0.0)
+              and ({"not_in_optimizer", "lr_zero"} & set(p.flags)
+                   or ("no_update" in p.flags and is_finite(p.grad_norm) and p.grad_norm >= 1e-6 * max_g))]
     if frozen:
         why = {f for p in frozen for f in p.flags if f in ("not_in_optimizer", "lr_zero", "no_update")}
         out.append(Finding(
@@ -291,8 +295,10 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
             fix="Scale the pre-activations down (init, normalisation before the nonlinearity) or use ReLU/GELU",
             location=sat[0].module))
     if rep.output_constant:
-        out.append(Finding(failure_mode="dead_units", confidence=0.7,
-                           summary="the model output is the same for every example in the batch",
+        # with vanishing gradients, a constant output is their consequence, not a second cause
+        out.append(Finding(failure_mode="dead_units", confidence=0.5 if vg else 0.7,
+                           summary="the model output is the same for every example in the batch"
+                                   + (" (the vanishing gradients above explain it)" if vg else ""),
                            evidence=[Evidence(what="output constant across batch", value=True, source=src)],
                            fix="Look for dead units, an all-zero init or inputs that never reach the output"))
     return out
@@ -316,7 +322,8 @@ def _vanishing(rep: GradNormReport) -> Finding | None:
     if spread > 2 and corr > 0.6 and logs[0] < logs[-1] - 2:
         small = sorted(layers, key=lambda m: m.grad_norm)[:3]
         return Finding(
-            failure_mode="vanishing_gradients", confidence=0.75,
+            # each extra order of magnitude of spread beyond the 2-order rule is more evidence
+            failure_mode="vanishing_gradients", confidence=min(0.95, 0.75 + 0.04 * (spread - 2)),
             summary=(f"per-layer gradient norms span {spread:.1f} orders of magnitude and shrink toward the input "
                      f"({layers[0].name}: {layers[0].grad_norm:.2g} vs {layers[-1].name}: {layers[-1].grad_norm:.2g})"),
             evidence=[Evidence(what=f"{m.name} ({m.type}) grad norm", value=m.grad_norm, source="grad_norm_snapshot")
@@ -529,16 +536,18 @@ def nan_report_from(raw: dict, **fields) -> NanHookReport:
     if rep.phase == "optimizer_step" and rep.optimizer:
         ev.append(Evidence(what="optimizer", value=str(rep.optimizer), source="nan_hook_run"))
     where = rep.op_location or rep.module
+    # a NaN reached by a gradient norm growing step after step is the LR's symptom, not its own cause
+    lr_caused = rep.cause == "lr"
     rep.findings.append(Finding(
-        failure_mode="nan_inf", confidence=0.9 if rep.cause not in ("overflow", "optimizer step") else 0.7,
+        failure_mode="nan_inf", confidence=0.9 if rep.cause not in ("overflow", "optimizer step", "lr") else 0.7,
         summary=(f"{rep.cause}: first non-finite value at step {rep.step} in the {rep.phase} phase"
                  + (f", op {rep.op}" if rep.op else "") + (f" in {rep.module} ({rep.module_type})" if rep.module and rep.module_type else
                                                           f" in {rep.module}" if rep.module else "")),
         evidence=ev, fix=fix, location=where))
     if rep.cause == "lr":
         rep.findings.append(Finding(
-            failure_mode="lr_too_high", confidence=0.6,
-            summary="the gradient norm grew step by step before the first non-finite value",
+            failure_mode="lr_too_high", confidence=0.9 if lr_caused else 0.6,
+            summary="the gradient norm grew step by step before the first non-finite value: the LR diverges",
             evidence=[Evidence(what="grad norm history", value=", ".join(_fmt(g) for g in rep.grad_norm_history[-6:]),
                                source="nan_hook_run")],
             fix="Lower the LR 3-10x or add warmup; run lr_range_test to place the LR"))
@@ -635,8 +644,10 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                            evidence=ev + [Evidence(what="params with an all-zero gradient", value=raw["params_grad_zero"], source=src)],
                            fix="Run grad_norm_snapshot: it counts dead units per activation and names the layers"))
     elif rep.params_unchanged:
-        out.append(Finding(failure_mode="frozen_params", confidence=0.8,
-                           summary=f"{rep.params_unchanged} of {rep.trainable_params} trainable parameters never changed",
+        # not decisive: gradients too small to move a float32 weight (vanishing) look the same from here
+        out.append(Finding(failure_mode="frozen_params", confidence=0.6,
+                           summary=f"{rep.params_unchanged} of {rep.trainable_params} trainable parameters never changed "
+                                   "(left out of the optimizer, lr 0, or gradients too small to move them)",
                            evidence=ev + [Evidence(what="params unchanged", value=rep.params_unchanged, source=src)],
                            fix="Run grad_norm_snapshot: these are left out of the optimizer or have lr 0"))
     floor = None

@@ -92,6 +92,14 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         merged.evidence = lead.evidence + [e for e in other.evidence if e not in lead.evidence]
         merged.location = lead.location or other.location
         by_mode[f.failure_mode] = (merged, steps | {step}, probe or best_probe)
+    # the cause nan_hook_run attributed a NaN to outranks the NaN itself (the symptom)
+    cause = next((f for step, f in found if step == "nan_hook_run" and f.failure_mode != "nan_inf"
+                  and f.confidence >= DECISIVE), None)
+    if cause is not None and "nan_inf" in by_mode:
+        nan, steps, probe = by_mode["nan_inf"]
+        top = by_mode[cause.failure_mode][0]
+        if nan.confidence >= top.confidence:
+            nan.confidence = max(0.0, top.confidence - 0.05)
     ranked = sorted((f for f, _, _ in by_mode.values()), key=lambda f: -f.confidence)
     return [f for f in ranked if f.failure_mode != "healthy"] or ranked
 
