@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
+from tools.live import OptimizerGroup
 from tools.probe_runner import ProgressFn, run_probe
 from tools.report import Evidence, Finding, Num, Report, mark_nonfinite
 
@@ -22,18 +23,11 @@ class ModuleParams(BaseModel):
     tensors: list[TensorInfo]
 
 
-class OptimizerGroupInfo(BaseModel):
-    n_params: int
-    lr: float | None = None
-    weight_decay: float | None = None
-    momentum: float | None = None
-    betas: list[float] | None = None
-    eps: float | None = None
 
 
 class OptimizerState(BaseModel):
     key: str
-    groups: list[OptimizerGroupInfo]
+    groups: list[OptimizerGroup]
     step: float | None = Field(None, description="largest per-parameter step count in the state")
     n_states: int
     nonfinite_state: list[str] = Field(default_factory=list)

@@ -6,45 +6,12 @@ scalar) or mixes points (softmax over the batch) is evaluated point by point ins
 gradient belongs to its own grid point.
 """
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
 from mltriage_io import UserCodeError, main
-
-
-class SpecError(ValueError):
-    pass
+from mltriage_target import import_callable
 
 
 def load_function(spec: str, workspace: str):
-    if ":" not in spec:
-        raise SpecError(f"function {spec!r} must look like 'file.py:loss_fn' or 'pkg.module:loss_fn'")
-    where, name = spec.rsplit(":", 1)
-    if workspace not in sys.path:
-        sys.path.insert(0, workspace)
-    try:
-        if where.endswith(".py"):
-            path = Path(where) if Path(where).is_absolute() else Path(workspace) / where
-            if not path.is_file():
-                raise SpecError(f"function file {where!r} does not exist")
-            sys.path.insert(0, str(path.parent))
-            mod_name = "mltriage_surface_" + path.stem
-            module_spec = importlib.util.spec_from_file_location(mod_name, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[mod_name] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
-    except SpecError:
-        raise
-    except BaseException as e:  # their module raised on import
-        raise UserCodeError("import", e) from e
-    fn = getattr(module, name, None)
-    if fn is None or not callable(fn):
-        raise SpecError(f"{where!r} has no callable {name!r}")
-    return fn
+    return import_callable(spec, workspace, what="function")
 
 
 def _evaluate(fn, xs, ys, torch):

@@ -17,21 +17,21 @@ class TargetSpecError(ValueError):
     pass
 
 
-def _import_factory(spec: str, workspace: str):
+def import_callable(spec: str, workspace: str, what: str = "target"):
+    """The callable named by 'file.py:name' (relative to the workspace) or 'pkg.module:name'."""
     if ":" not in spec:
-        raise TargetSpecError(f"target {spec!r} must look like 'file.py:make_target' or 'pkg.module:make_target'")
+        raise TargetSpecError(f"{what} {spec!r} must look like 'file.py:name' or 'pkg.module:name'")
     where, name = spec.rsplit(":", 1)
-    for p in (workspace,):
-        if p and p not in sys.path:
-            sys.path.insert(0, p)
+    if workspace and workspace not in sys.path:
+        sys.path.insert(0, workspace)
     try:
         if where.endswith(".py"):
             path = Path(where)
             path = path if path.is_absolute() else Path(workspace) / path
-            if not path.exists():
-                raise TargetSpecError(f"target file {where!r} does not exist")
+            if not path.is_file():
+                raise TargetSpecError(f"{what} file {where!r} does not exist")
             sys.path.insert(0, str(path.parent))
-            mod_name = "mltriage_target_" + path.stem
+            mod_name = f"mltriage_{what}_" + path.stem
             module_spec = importlib.util.spec_from_file_location(mod_name, path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[mod_name] = module
@@ -42,10 +42,10 @@ def _import_factory(spec: str, workspace: str):
         raise
     except BaseException as e:  # their module raised while importing
         raise UserCodeError("import", e) from e
-    factory = getattr(module, name, None)
-    if factory is None or not callable(factory):
+    fn = getattr(module, name, None)
+    if fn is None or not callable(fn):
         raise TargetSpecError(f"{where!r} has no callable {name!r}")
-    return factory
+    return fn
 
 
 class Target:
@@ -107,7 +107,7 @@ class Target:
 
 
 def load_target(spec: str, workspace: str) -> Target:
-    factory = _import_factory(spec, workspace)
+    factory = import_callable(spec, workspace)
     try:
         raw = factory()
     except BaseException as e:
