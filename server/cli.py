@@ -6,6 +6,7 @@ through an in-process MCP client, so the CLI and the agent see exactly the same 
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
@@ -70,6 +71,8 @@ async def _call(args) -> int:
     from server.app import configure, mcp
 
     configure(args.workspace, args.allow_read)
+    # the SDK logs every failed call at INFO; on a terminal the error text below already says it
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     arguments: dict[str, Any] = {k: getattr(args, k) for k in args.props if getattr(args, k) is not None}
 
     async def progress(done, total, message):
