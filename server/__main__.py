@@ -5,6 +5,6 @@ import sys
 from server.cli import main
 
 args = sys.argv[1:]
-if not args or args[0].startswith("-"):
+if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
     args = ["serve", *args]
 sys.exit(main(args))
