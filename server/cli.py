@@ -50,7 +50,8 @@ def _arg_type(schema: dict) -> dict:
 
 def _tool_parsers(sub, tools) -> None:
     for t in tools:
-        doc = (t.description or "").strip().split("\n\n")[0]
+        # argparse %-formats help text; tool docstrings say things like ">= 95%"
+        doc = (t.description or "").strip().split("\n\n")[0].replace("%", "%%")
         p = sub.add_parser(t.name, aliases=[t.name.replace("_", "-")], help=doc.split("\n")[0], description=doc)
         _add_workspace(p)
         p.add_argument("--json", action="store_true", help="print the structured report as JSON")
@@ -58,7 +59,7 @@ def _tool_parsers(sub, tools) -> None:
         required = set(t.input_schema.get("required", []))
         for name, schema in props.items():
             kwargs = _arg_type(schema)
-            kwargs["help"] = schema.get("description", "")
+            kwargs["help"] = schema.get("description", "").replace("%", "%%")
             if name in required:
                 kwargs["required"] = True
             p.add_argument("--" + name.replace("_", "-"), dest=name, default=None, **kwargs)
