@@ -72,10 +72,7 @@ def run(job):
     steps = max(1, int(a.get("steps", 1)))
     target = load_target(a["target"], a["workspace"])
     model = target.model
-    try:
-        opt = target.get_optimizer()
-    except Exception as e:  # noqa: BLE001
-        raise UserCodeError("make_optimizer", e) from e
+    opt = target.get_optimizer()
     lr_of = optimizer_groups(opt)
     owner = T.owner_modules(model)
     batches = target.batches(steps)

@@ -20,10 +20,7 @@ def run(job):
     a = job.args
     lo, hi, steps = float(a.get("min_lr", 1e-7)), float(a.get("max_lr", 10.0)), int(a.get("steps", 100))
     target = load_target(a["target"], a["workspace"])
-    try:
-        current = [float(g["lr"]) for g in target.get_optimizer().param_groups]
-    except Exception as e:  # noqa: BLE001
-        raise UserCodeError("make_optimizer", e) from e
+    current = [float(g["lr"]) for g in target.get_optimizer().param_groups]
     model = copy.deepcopy(target.model)
     model.train()
     opt = target.make_optimizer(model.parameters())

@@ -64,10 +64,7 @@ def run(job):
     max_steps = int(a.get("max_steps", 200))
     target = load_target(a["target"], a["workspace"])
     model = target.model
-    try:
-        opt = target.get_optimizer()
-    except Exception as e:  # noqa: BLE001
-        raise UserCodeError("make_optimizer", e) from e
+    opt = target.get_optimizer()
     params = [p for p in model.parameters() if p.requires_grad]
     names = T.param_names(model)
     batches = target.batches(max_steps) if target.data is not None else None

@@ -23,10 +23,7 @@ def run(job):
     steps = int(a.get("steps", 300))
     target = load_target(a["target"], a["workspace"])
     model = target.model
-    try:
-        opt = target.get_optimizer()
-    except Exception as e:  # noqa: BLE001
-        raise UserCodeError("make_optimizer", e) from e
+    opt = target.get_optimizer()
     if a.get("lr") is not None:
         for g in opt.param_groups:
             g["lr"] = float(a["lr"])

@@ -90,7 +90,10 @@ class Target:
         if self.optimizer is not None:
             return self.optimizer
         if self.make_optimizer_fn is not None:
-            return self.make_optimizer_fn(self.model.parameters())
+            try:
+                return self.make_optimizer_fn(self.model.parameters())
+            except Exception as e:  # noqa: BLE001 - their factory raised: data, not a probe failure
+                raise UserCodeError("make_optimizer", e) from e
         import torch
         return torch.optim.AdamW(self.model.parameters(), lr=3e-4)
 

@@ -428,11 +428,11 @@ def label_slot(batch, spy: "LossSpy | None" = None):
     return None
 
 
-def replace_at(batch, path: str, fn):
-    """A copy of `batch` with the tensor at `path` (as produced by flatten) replaced by fn(tensor)."""
+def _map_tensors(batch, fn):
+    """A copy of `batch` with every tensor t at flatten-path p replaced by fn(t, p)."""
     def go(obj, p):
         if isinstance(obj, torch.Tensor):
-            return fn(obj) if p == path else obj
+            return fn(obj, p)
         if isinstance(obj, (list, tuple)):
             vals = [go(v, f"{p}[{i}]") for i, v in enumerate(obj)]
             return type(obj)(vals) if not hasattr(obj, "_fields") else type(obj)(*vals)
@@ -440,20 +440,16 @@ def replace_at(batch, path: str, fn):
             return {k: go(v, f"{p}[{k!r}]") for k, v in obj.items()}
         return obj
     return go(batch, "")
+
+
+def replace_at(batch, path: str, fn):
+    """A copy of `batch` with the tensor at `path` (as produced by flatten) replaced by fn(tensor)."""
+    return _map_tensors(batch, lambda t, p: fn(t) if p == path else t)
 
 
 def map_inputs(batch, label_path, fn):
     """A copy of `batch` with every tensor except the labels replaced by fn(tensor)."""
-    def go(obj, p):
-        if isinstance(obj, torch.Tensor):
-            return obj if p == label_path else fn(obj)
-        if isinstance(obj, (list, tuple)):
-            vals = [go(v, f"{p}[{i}]") for i, v in enumerate(obj)]
-            return type(obj)(vals) if not hasattr(obj, "_fields") else type(obj)(*vals)
-        if isinstance(obj, dict):
-            return {k: go(v, f"{p}[{k!r}]") for k, v in obj.items()}
-        return obj
-    return go(batch, "")
+    return _map_tensors(batch, lambda t, p: t if p == label_path else fn(t))
 
 
 def random_like(t: torch.Tensor) -> torch.Tensor:
