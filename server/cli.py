@@ -8,19 +8,27 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 
-def _serve(args) -> int:
+def _load_server(args):
     from server.app import configure, mcp
 
     configure(args.workspace, args.allow_read)
+    return mcp
+
+
+def _serve(args) -> int:
+    if not Path(args.workspace).is_dir():  # before the stdio front answers anyone on our behalf
+        raise SystemExit(f"mltriage: workspace {Path(args.workspace).resolve()} is not a directory")
     if args.http:
         host, _, port = args.http.rpartition(":")
-        mcp.run("streamable-http", host=host or "127.0.0.1", port=int(port))
-    else:
-        mcp.run()
-    return 0
+        _load_server(args).run("streamable-http", host=host or "127.0.0.1", port=int(port))
+        return 0
+    from server.fast_stdio import serve
+
+    return serve(lambda: _load_server(args))
 
 
 def _add_workspace(p: argparse.ArgumentParser) -> None:

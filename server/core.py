@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent
 
-from server.skillpack import SkillsExtension
+from server.skills_extension import SkillsExtension
 from tools.errors import TriageError
 from tools.report import Report
 from tools.workspace import Workspace

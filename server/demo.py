@@ -5,6 +5,7 @@ tail_log -> log_metrics -> triage -> write_regression_test (fails on the bug) ->
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,7 +54,7 @@ async def _drive(workspace: Path, meta: dict) -> int:
 
     root = str(Path(__file__).resolve().parent.parent)
     params = StdioServerParameters(command=sys.executable, args=["-m", "server", "--workspace", str(workspace)],
-                                   cwd=root, env={"PYTHONPATH": root})
+                                   cwd=root, env={"PYTHONPATH": root, **{k: v for k, v in os.environ.items() if k.startswith("MLTRIAGE_")}})
 
     async def call(client, name, args, show=8):
         _say(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})")

@@ -1,8 +1,7 @@
-"""The skill pack on disk: discovery, SKILL.md frontmatter, digests, and the SEP-2640 skills extension.
+"""The skill pack on disk: discovery, SKILL.md frontmatter and digests.
 
-No server object here, so `server/core.py` can pass `extensions=[SkillsExtension()]` to its
-`MCPServer` without an import cycle, and `mltriage install` can read the skills without
-starting the server.
+Stdlib only, so `mltriage install` and `mltriage serve` read the skills without importing the MCP SDK
+(the SEP-2640 extension that serves them lives in `server/skills_extension.py`).
 """
 
 from __future__ import annotations
@@ -14,17 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp.server.context import ServerRequestContext
-from mcp.server.extension import Extension, MethodBinding
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, PaginatedRequestParams, RequestParams
-
 # Shipped next to `server/` in the distribution (pyproject puts skills/* in as package data).
 SKILLS_DIR = Path(__file__).resolve().parent.parent / "skills"
 EXTENSION_ID = "io.modelcontextprotocol/skills"
 MIME = "text/markdown"
-# Skills only change when mltriage is upgraded; an hour is a safe freshness hint for listings.
-TTL_MS = 3_600_000
 
 
 # --- reading skills -------------------------------------------------------------------------
@@ -126,33 +118,3 @@ def discover(root: Path = SKILLS_DIR) -> list[Skill]:
 
 def skill_text(name: str) -> str:
     return (SKILLS_DIR / name / "SKILL.md").read_text(encoding="utf-8")
-
-
-class GetSkillParams(RequestParams):
-    uri: str
-
-
-class SkillsExtension(Extension):
-    """`skills/list` and `skills/get` over the skills in `root`; the files themselves are resources."""
-
-    identifier = EXTENSION_ID
-
-    def __init__(self, root: Path = SKILLS_DIR) -> None:
-        self.root = root
-
-    def methods(self) -> list[MethodBinding]:
-        return [
-            MethodBinding("skills/list", PaginatedRequestParams, self._list),
-            MethodBinding("skills/get", GetSkillParams, self._get),
-        ]
-
-    async def _list(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
-        # Ten small skills: one page, no cursor.
-        return {"skills": [s.entry() for s in discover(self.root)], "ttlMs": TTL_MS, "cacheScope": "public"}
-
-    async def _get(self, ctx: ServerRequestContext[Any, Any], params: GetSkillParams) -> dict[str, Any]:
-        for s in discover(self.root):
-            if s.uri == params.uri:
-                return {"skill": s.entry(), "ttlMs": TTL_MS, "cacheScope": "public"}
-        known = ", ".join(s.uri for s in discover(self.root))
-        raise MCPError(INVALID_PARAMS, f"{params.uri!r} is not a skill this server serves; known: {known}")

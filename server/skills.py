@@ -17,7 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, EmbeddedResource, TextResourceContents
 
 from server.core import mcp
-from server.skillpack import EXTENSION_ID, MIME, Skill, SkillsExtension, discover, skill_text
+from server.skillpack import EXTENSION_ID, MIME, Skill, discover, skill_text
+from server.skills_extension import SkillsExtension
 from tools.failure_modes import FAILURE_MODES
 
 
