@@ -12,7 +12,6 @@ client was given, the client is told the list changed. Stdlib only: anything hea
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -218,6 +217,8 @@ class Front:
 
 def _claim_wire() -> tuple[int, int, int, int]:
     """Move the real stdin/stdout to private descriptors and put pipes to the real server on fd 0/1."""
+    import fcntl  # POSIX only; serve() skips the front elsewhere
+
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     server_in, to_server = os.pipe()
@@ -231,7 +232,7 @@ def _claim_wire() -> tuple[int, int, int, int]:
 
 def serve(load: Callable[[], Any]) -> int:
     """Serve stdio with `load()` (which imports and returns the MCPServer) running behind the front."""
-    if os.environ.get("MLTRIAGE_STDIO_CACHE", "1") == "0":
+    if os.environ.get("MLTRIAGE_STDIO_CACHE", "1") == "0" or sys.platform == "win32":
         load().run()
         return 0
     try:
