@@ -16,10 +16,13 @@ import hashlib
 import importlib.util
 import json
 import os
+import select
+import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +66,15 @@ class ResponseCache:
 
     def __init__(self, path: Path | None):
         self.path = path
-        self.entries: dict[str, Any] = {}
         self.lock = threading.Lock()
-        if path is not None:
-            try:
-                data = json.loads(path.read_bytes())
-                if isinstance(data, dict) and isinstance(data.get("entries"), dict):
-                    self.entries = data["entries"]
-            except (OSError, ValueError):
-                pass  # no cache yet, or a damaged one: it is rebuilt from this session's answers
+        self.entries: dict[str, Any] = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_bytes()) if self.path else None
+        except (OSError, ValueError):
+            return {}  # no cache yet, or a damaged one: it is rebuilt from this session's answers
+        return data["entries"] if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {}
 
     def get(self, key: str) -> Any:
         with self.lock:
@@ -83,11 +86,17 @@ class ResponseCache:
             if self.path is None:
                 return
             try:
+                import fcntl  # POSIX only, like the front itself
+
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".stdio-", suffix=".tmp")
-                with os.fdopen(fd, "w") as f:
-                    json.dump({"entries": self.entries}, f)
-                os.replace(tmp, self.path)
+                with open(self.path.with_suffix(".lock"), "a") as lock:
+                    # servers starting together (mltriage install warms one per protocol version) merge, not clobber
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    self.entries = {**self._read(), key: result}
+                    fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".stdio-", suffix=".tmp")
+                    with os.fdopen(fd, "w") as f:
+                        json.dump({"entries": self.entries}, f)
+                    os.replace(tmp, self.path)
                 self._prune()
             except OSError as e:
                 _log(f"response cache not written ({e}); the server works, only its start stays slow")
@@ -96,6 +105,7 @@ class ResponseCache:
         olds = sorted(self.path.parent.glob("stdio-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for p in olds[_KEEP_FILES:]:
             p.unlink(missing_ok=True)
+            p.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def _log(msg: str) -> None:
@@ -253,3 +263,66 @@ def serve(load: Callable[[], Any]) -> int:
             pass
         threads[1].join(timeout=10)
     return 0
+
+
+def _opening(version: str, modern: bool) -> tuple[bytes, int]:
+    """What a client of `version` sends first (the handshake or discover, then every cacheable list)
+    and how many answers that asks for."""
+    client = {"name": "mltriage-warm", "version": "1"}
+    meta = {"_meta": {_VERSION_META: version, "io.modelcontextprotocol/clientInfo": client,
+                      "io.modelcontextprotocol/clientCapabilities": {}}} if modern else {}
+    msgs: list[dict] = [{"id": 0, "method": "server/discover", "params": meta} if modern else
+                        {"id": 0, "method": "initialize", "params": {
+                            "protocolVersion": version, "capabilities": {}, "clientInfo": client}}]
+    if not modern:
+        msgs.append({"method": "notifications/initialized"})
+    lists = sorted(CACHEABLE - {"initialize", "server/discover"})
+    msgs += [{"id": i, "method": m, "params": meta} for i, m in enumerate(lists, 1)]
+    return b"".join(json.dumps({"jsonrpc": "2.0", **m}).encode() + b"\n" for m in msgs), len(lists) + 1
+
+
+def _answered(proc: subprocess.Popen, want: int, deadline: float) -> bool:
+    """Read the server's answers until `want` arrived; closing stdin earlier would cancel them."""
+    got = 0
+    while got < want:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+            return False
+        line = proc.stdout.readline()
+        if not line:
+            return False
+        msg = _loads(line)
+        got += bool(msg and "id" in msg and "method" not in msg)
+    return True
+
+
+def warm(command: list[str], handshake_versions: Iterable[str], modern_versions: Iterable[str],
+         timeout: float = 60) -> list[str]:
+    """Start the real server once per protocol version, in parallel, so its opening answers are cached.
+
+    Returns the versions whose opening was answered in full. Used by `mltriage install`, so that even
+    the first start an agent makes after an install is a fast one.
+    """
+    jobs = [(v, False) for v in handshake_versions] + [(v, True) for v in modern_versions]
+    deadline = time.monotonic() + timeout
+    done = []
+    with tempfile.TemporaryDirectory(prefix="mltriage-warm-") as ws:
+        procs = [subprocess.Popen([*command, "--workspace", ws], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, cwd=ws) for _ in jobs]
+        try:
+            openings = [_opening(v, modern) for v, modern in jobs]
+            for (data, _), proc in zip(openings, procs):
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            for (v, _), (_, want), proc in zip(jobs, openings, procs):
+                if _answered(proc, want, deadline):
+                    done.append(v)
+        finally:
+            for proc in procs:
+                proc.stdin.close()
+                try:
+                    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    return done

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, ROOT, run, stdio_client, text_of
-from server.fast_stdio import Front, ResponseCache, fingerprint
+from server.fast_stdio import Front, ResponseCache, fingerprint, warm
 
 VERSION = "2025-06-18"
 TIMEOUT = 60
@@ -240,3 +240,20 @@ def test_fingerprint_follows_every_file_of_the_code(tmp_path):
     assert fingerprint(tmp_path, ("pkg",)) == before
     (pkg / "a.py").write_text("x = 22\n")
     assert fingerprint(tmp_path, ("pkg",)) != before
+
+
+def test_warming_caches_every_version_so_even_the_first_start_is_answered_early(tmp_path, workspace, monkeypatch,
+                                                                                no_stray_processes):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MLTRIAGE_CACHE_DIR", str(cache))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    assert warm([PYTHON, "-m", "server"], ["2024-11-05", VERSION], ["2026-07-28"]) == ["2024-11-05", VERSION, "2026-07-28"]
+    keys = set(json.loads(_cache_file(cache).read_text())["entries"])
+    for v in ("2024-11-05", VERSION):
+        assert {f"initialize@{v}", f"tools/list@{v}", f"prompts/list@{v}", f"resources/list@{v}"} <= keys
+    assert {"server/discover@2026-07-28", "tools/list@2026-07-28"} <= keys
+
+    c = RawClient(workspace, cache)
+    c.handshake()
+    err = c.close()
+    assert f"answered tools/list@{VERSION} from the response cache" in err
