@@ -194,10 +194,10 @@ class Front:
                     stale = early and self.cache.get(key) != msg["result"]
                     if stale or not early:
                         self.cache.put(key, msg["result"])
-                    if stale and key.split("@")[0] in LIST_CHANGED:
-                        note = {"jsonrpc": "2.0", "method": LIST_CHANGED[key.split("@")[0]]}
-                        self._send(json.dumps(note).encode() + b"\n")
-                        _log(f"cached {key} was stale; refreshed it and told the client the list changed")
+                    if stale:
+                        _log(f"cached {key} was stale; refreshed it")
+                        if (method := key.split("@")[0]) in LIST_CHANGED:
+                            self._send(json.dumps({"jsonrpc": "2.0", "method": LIST_CHANGED[method]}).encode() + b"\n")
                 if early and "error" in msg:
                     _log(f"the server refused {key} after it was answered from the cache: {msg['error']}")
                 if early:
