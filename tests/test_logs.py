@@ -1,5 +1,6 @@
 """tail_log and log_metrics on the logs people actually write (tools layer, no MCP)."""
 
+import functools
 import json
 import math
 import os
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import logs
+from tools import logs, logscan
 from tools.errors import TriageError
 from tools.logs import log_metrics, tail_log
 
@@ -323,6 +324,182 @@ def test_long_run_keeps_a_bounded_curve_with_exact_stats(tmp_path, monkeypatch):
     curve = seen["loss"]
     assert len(curve.b_n) <= 2 * 50 and sum(curve.b_n) == 100000
     assert max(curve.b_max) == 9.0  # a one-step spike survives bucketing
+
+
+# ------------------------------------------------------------------ log_metrics: workers and the bytes path
+
+
+def mixed_log(path: Path, n: int = 30000, stepless_every: int = 2500, late_loss: bool = False) -> Path:
+    """Every kind of line the fast paths must leave to the line parser, spread over many chunks (~4 MB)."""
+    rnd = random.Random(5)
+    lines = []
+    for i in range(n):
+        loss = "nan" if i == n * 7 // 10 else f"{2.5 * math.exp(-i / 8000) + rnd.gauss(0, 0.05):.4f}"
+        lines.append(f"2025-03-14 12:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d} INFO [train.py:212] step {i} | "
+                     f"loss {loss} | lr {3e-4 * (1 - i / n):.3e} | grad_norm {0.5 + rnd.random():.3f}")
+        if i % 97 == 0:
+            lines.append(f"2025-03-14 12:00:00,000 INFO [train.py:240] eval step {i} val_loss {2.6 - i / n:.4f} val_acc {rnd.random():.3f}")
+        if i % 1000 == 0:
+            lines.append("/w/train.py:88: UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.")
+        if i % stepless_every == 7 and 1000 < i < n - 1500:  # no step: takes the step of the line above
+            k = i // stepless_every  # never the same shape twice, or it becomes a template of its own
+            lines.append(f"w{chr(97 + k // 26 % 26)}{chr(97 + k % 26)}: throughput {rnd.uniform(900, 1100):.1f} samples/s")
+        if i >= n * 6 // 10 and i % (50 if late_loss else 2000) == 0:  # a shape learned late: scans made with
+            late = f" loss {rnd.uniform(1, 2):.3f}" if late_loss else ""  # the templates before it are stale
+            lines.append(f"epoch {i // 2000} step {i}{late} mem_gb {rnd.uniform(10, 12):.2f}")
+        if i == n * 4 // 10:
+            lines.append("caf\u00e9 \x1b[31mwarning\x1b[0m")  # a chunk that is not ASCII, with colours
+        if i == n - 1000:  # one series fed by both kinds of lines: the ordered walk (which sees a gap's lines twice,
+            lines.append("loss 0.5")  # so no line without a step shares its chunk, or its shape becomes a template)
+        if i == n - 500:
+            lines.append("\rEpoch 0:  50%|#####     | 50/100 [00:01<00:01, loss=1.5]\r")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+    return path
+
+
+def carry_log(path: Path, n: int = 8000, read: int = 1 << 13) -> Path:
+    """A line without a step at the start of every chunk: it takes the step of the last row before it."""
+    rnd = random.Random(7)
+    lines, pos, cut = [], 0, logs._READ_FIRST  # the reads end at _READ_FIRST + k * read
+    for i in range(n):
+        rows = [f"step {i} loss {2 - i / n + rnd.gauss(0, 0.01):.4f} lr {1e-3:.1e}\n"]
+        if i % 13 == 5:
+            rows.append(f"eval step {i} val_loss {2.2 - i / n:.4f}\n")
+        for row in rows:
+            if pos <= cut < pos + len(row):  # this row would start the next chunk: a line without a step does
+                k = len(lines)
+                lines.append(f"note {chr(97 + k // 676 % 26)}{chr(97 + k // 26 % 26)}{chr(97 + k % 26)}: "
+                             f"throughput {rnd.uniform(900, 1100):.1f} samples/s, one of a kind\n")
+                pos += len(lines[-1])
+                cut += read
+            lines.append(row)
+            pos += len(row)
+    path.write_text("".join(lines))
+    return path
+
+
+def csv_log(path: Path, n: int = 40000) -> Path:
+    rows = ["step,loss,val_loss"] + [f"{i},{2 - i / n:.5f},{'' if i % 10 else f'{2.1 - i / n:.5f}'}" for i in range(n)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def with_workers(monkeypatch, read: int, pool: type | None = None) -> None:
+    """Parse with worker processes whatever the log's size and the machine's cores, in chunks of `read` bytes."""
+    monkeypatch.setattr(logs, "_READ", read)
+    monkeypatch.setattr(logs, "_PARALLEL_MIN", 0)
+    monkeypatch.setattr(logs.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(logs, "ScanPool", pool or CountingPool)
+    CountingPool.made = []
+
+
+def stopped(pool) -> bool:
+    """No worker of `pool` left running, no result of it left on disk."""
+    return all(w.poll() is not None for w in pool.procs) and not os.path.exists(pool.spool)
+
+
+class CountingPool(logs.ScanPool):
+    """The real pool, counting the scans the parser got from it and keeping its workers to look at later."""
+    made: list = []
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.used = 0
+        CountingPool.made.append(self)
+
+    def result(self, ticket):
+        got = super().result(ticket)
+        self.used += got is not None
+        return got
+
+
+def parsed(p: Path, monkeypatch) -> tuple[dict, str]:
+    """The report, and every series' whole state (bucketed curve, tail): more than a report shows."""
+    made = {}
+    with monkeypatch.context() as m:
+        m.setattr(logs, "_Series", lambda name, cls=logs._Series: made.setdefault(name, cls(name)))
+        report = log_metrics(p).model_dump()
+    steps = ("first_step", "last_step", "first_nonfinite_step")  # raw tokens: bytes or str, the same numbers
+    state = {k: {a: logs._step_out(v) if a in steps else list(v) if a == "tail" else v
+                 for a, v in vars(s).items() if a != "cache"} for k, s in made.items()}
+    return report, repr(state)  # repr: NaN equals NaN
+
+
+@pytest.mark.parametrize("make,read,one_order", [
+    (mixed_log, 1 << 18, True),
+    (carry_log, 1 << 13, False),  # steps carried across chunk ends (and from the columns: not line order)
+    (functools.partial(mixed_log, late_loss=True, stepless_every=10**9), 1 << 18, False),  # two templates feed loss
+    (csv_log, 1 << 16, True),
+], ids=["mixed", "carry", "late_loss", "csv"])
+def test_workers_and_the_bytes_path_match_the_line_parser(tmp_path, monkeypatch, make, read, one_order):
+    """Whatever path parses a chunk (workers, in-process bytes, str, per-line), the series are the same.
+
+    `one_order`: the per-line parser agrees too (it keeps line order where two templates' columns do not)."""
+    p = make(tmp_path / "m.log")
+    with_workers(monkeypatch, read)  # many chunks
+    parallel = parsed(p, monkeypatch)
+    assert len(CountingPool.made) == 1 and CountingPool.made[0].used >= 4  # chunks were scanned by workers
+    assert stopped(CountingPool.made[0])
+    monkeypatch.setattr(logs, "_PARALLEL_MIN", 1 << 62)
+    in_process = parsed(p, monkeypatch)
+    monkeypatch.setattr(logscan, "_PIECE", 1)  # each line a piece of its own: every gap joined across a cut
+    line_pieces = parsed(p, monkeypatch)
+    monkeypatch.setattr(logs, "clean", logs._chunk_text)  # str chunks, as before the bytes path
+    as_text = parsed(p, monkeypatch)
+    monkeypatch.setattr(logs, "_PLUS", "+")  # templates without possessive quantifiers
+    greedy = parsed(p, monkeypatch)
+    assert parallel == in_process == line_pieces == as_text == greedy
+    assert parallel[0]["series"] and len(CountingPool.made) == 1
+    if one_order:
+        monkeypatch.setattr(logs, "_MAX_TEMPLATES", 0)  # no templates: the per-line parser alone
+        assert parsed(p, monkeypatch) == parallel
+
+
+def test_worker_lost_midway_its_chunks_are_parsed_in_process(tmp_path, monkeypatch):
+    p = mixed_log(tmp_path / "m.log")
+    monkeypatch.setattr(logs, "_READ", 1 << 18)
+    expected = log_metrics(p).model_dump()
+
+    class Killing(CountingPool):
+        def submit(self, *a):
+            if self.next == 3:
+                self.procs[0].kill()
+            return super().submit(*a)
+
+    with_workers(monkeypatch, 1 << 18, Killing)
+    assert log_metrics(p).model_dump() == expected
+    assert CountingPool.made[0].used >= 1 and stopped(CountingPool.made[0])
+
+
+def test_parallel_parse_reports_progress_and_stops_its_workers_when_cancelled(tmp_path, monkeypatch):
+    p = mixed_log(tmp_path / "m.log")
+    with_workers(monkeypatch, 1 << 18)
+    monkeypatch.setattr(logs.time, "monotonic", lambda c=iter(range(0, 10**9, 10)): next(c))  # each tick reports
+    seen = []
+    log_metrics(p, progress=lambda done, size: seen.append((done, size)))
+    size = p.stat().st_size
+    assert len(seen) >= 8 and seen == sorted(seen) and all(s == size and 0 < d <= size for d, s in seen)
+    calls = iter(range(100))
+    with pytest.raises(TriageError, match="cancelled"):
+        log_metrics(p, cancelled=lambda: next(calls) == 3)
+    assert len(CountingPool.made) == 2 and all(map(stopped, CountingPool.made))
+
+
+def test_parallel_parse_from_a_thread_of_an_event_loop(tmp_path, monkeypatch):
+    """How the MCP server runs a sync tool: in a worker thread while the event loop runs."""
+    import asyncio
+
+    p = csv_log(tmp_path / "m.csv")
+    monkeypatch.setattr(logs, "_READ", 1 << 16)
+    expected = log_metrics(p).model_dump()
+    with_workers(monkeypatch, 1 << 16)
+
+    async def both():
+        return await asyncio.gather(asyncio.to_thread(log_metrics, p), asyncio.to_thread(log_metrics, p))
+
+    a, b = asyncio.run(both())  # a call that finds the workers taken parses in-process
+    assert a.model_dump() == b.model_dump() == expected
+    assert CountingPool.made and all(map(stopped, CountingPool.made))
 
 
 # ------------------------------------------------------------------ shapes -> findings

@@ -4,24 +4,27 @@ Both read the file themselves and survive what real logs contain: invalid UTF-8,
 bars, ANSI colours, megabyte lines, files truncated or rotated while being read.
 """
 
+import functools
 import math
 import os
 import re
+import sys
+import threading
 import time
 from collections import deque
-from itertools import compress, repeat
-from operator import is_not
+from itertools import compress
 from pathlib import Path
 from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from tools.errors import TriageError
+from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
+from tools.logscan import chunk_text as _chunk_text, to_float as _float  # noqa: F401 (tools/compare.py parses with them)
 from tools.report import Evidence, Finding, Num, Report, is_finite
 
 # --------------------------------------------------------------------------- shared text hygiene
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # C0 control bytes that never appear in a text log (tab, LF, VT, FF, CR, ESC excluded)
 _CTRL = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
 _NUL_RUN = re.compile(rb"\x00{16,}")  # a sparse hole left by copytruncate rotation, not binary content
@@ -343,6 +346,9 @@ _NUMERIC = re.compile(r"(?:" + _NUM + r")?\Z")
 _HAS_NUM = re.compile(r"\d|nan|inf", re.I)
 _LIT_TOKENS = re.compile(r"(\s+)")
 _VAL = r"(\S+)"  # float() validates; backtracking gives back a trailing comma or brace
+# Possessive where giving characters back can never help (whitespace or the line's end comes next):
+# the same matches, without the regex engine trying every shorter one first. Python >= 3.11.
+_PLUS = "++" if sys.version_info >= (3, 11) else "+"
 _CELL = r"([^,\t|\n]*)"
 _STEP_KEYS = ("global_step", "step", "iteration", "iter", "it", "steps", "epoch")
 _MAX_SERIES = 200
@@ -354,51 +360,33 @@ def _step_rank(key: str) -> int | None:
     return _STEP_KEYS.index(k) if k in _STEP_KEYS else None
 
 
-def _generalize(lit: str) -> str:
+def _generalize(lit: str, at_end: bool) -> str:
     """Literal text between values -> a regex: timestamps and other numbers vary, whitespace width varies.
 
     Coarse on purpose: `\\S+` and ` +` keep the template regex fast (see benchmarks/bench_evidence.py).
+    `at_end`: the line ends after `lit` (otherwise a value follows it).
     """
     out = []
-    for tok in _LIT_TOKENS.split(lit):
-        if not tok:
-            continue
+    toks = [t for t in _LIT_TOKENS.split(lit) if t]
+    for i, tok in enumerate(toks):
         if tok.isspace():
-            out.append(" +" if tok == " " else r"[ \t]+")
+            out.append((" " if tok == " " else r"[ \t]") + _PLUS)
         elif any(c.isdigit() for c in tok) and not _IDENT.match(tok):
-            out.append(r"\S+")
+            out.append(r"\S" + (_PLUS if at_end or i < len(toks) - 1 else "+"))
         else:
             out.append(re.escape(tok))
     return "".join(out)
 
 
-def _rows_of(cols: list[list]) -> list[list]:
-    """Keep the rows where this template matched (its groups are None on other templates' rows)."""
-    first = cols[0]
-    missing = first.count(None)
-    if not missing:
-        return cols
-    if missing * 4 > len(first):  # a rare template: pick its rows
-        mask = list(map(is_not, first, repeat(None)))
-        return [list(compress(c, mask)) for c in cols]
-    holes, i = [], -1
-    for _ in range(missing):  # the dominant template: cut out the few other rows, copying slices
-        i = first.index(None, i + 1)
-        holes.append(i)
-    out = []
-    for c in cols:
-        kept, prev = [], 0
-        for h in holes:
-            kept += c[prev:h]
-            prev = h + 1
-        kept += c[prev:]
-        out.append(kept)
-    return out
+def _value_rx(after: str, at_end: bool) -> str:
+    """The group of one value, given the literal text `after` it."""
+    return r"(\S" + _PLUS + ")" if after[:1].isspace() or at_end and not after else _VAL
 
 
 class _Template:
-    def __init__(self, source: str, keys: list[str]):
+    def __init__(self, source: str, keys: list[str], dense: bool = False):
         self.source, self.keys = source, keys
+        self.dense = dense  # key/value groups are never empty (CSV cells can be)
         ranks = [(r, i) for i, k in enumerate(keys) if (r := _step_rank(k)) is not None]
         self.step = min(ranks)[1] if ranks else None
 
@@ -422,6 +410,9 @@ class _Parser:
         self.dirty = False
         self.offsets: list[int] = []
         self.stride = 1
+        self.spec: tuple = ()
+        self.rx_bytes: re.Pattern | None = None
+        self.caches: dict = {}  # float conversion caches of the template columns
 
     # -- general per-line parser (slow path)
     def _parse_line(self, line: str) -> tuple[list[tuple[str, str]], int | None, str | None]:
@@ -453,10 +444,11 @@ class _Parser:
             pairs.append(("step", tq.group(1)))
             return pairs, len(pairs) - 1, None  # tqdm bars change shape every update: no template
         out, pos = [], 0
-        for a, b in spans:
-            out += [_generalize(line[pos:a]), _VAL]
+        for i, (a, b) in enumerate(spans):
+            nxt = spans[i + 1][0] if i + 1 < len(spans) else None
+            out += [_generalize(line[pos:a], False), _value_rx(line[b:nxt], nxt is None)]
             pos = b
-        out.append(_generalize(line[pos:]))
+        out.append(_generalize(line[pos:], True))
         return pairs, step, "K" + "".join(out)
 
     @staticmethod
@@ -486,7 +478,7 @@ class _Parser:
         self.shape_seen[src] = n
         if n == 2:  # a shape seen twice is a shape the log repeats
             body = src[1:] if src[0] == "K" else src[2:]
-            self.templates.append(_Template(body, [k for k, _ in pairs] if src[0] == "K" else self.table[1]))
+            self.templates.append(_Template(body, [k for k, _ in pairs] if src[0] == "K" else self.table[1], src[0] == "K"))
             self.dirty = True
 
     def _record(self, pairs: list[tuple[str, str]], step_i: int | None, out: dict) -> None:
@@ -525,60 +517,77 @@ class _Parser:
         return ""
 
     def _compile(self) -> None:
-        self.rx = re.compile("(?m)^(?:" + "|".join(f"(?:{t.source})" for t in self.templates) + ")$")
+        pattern = "(?m)^(?:" + "|".join(f"(?:{t.source})" for t in self.templates) + ")$"
+        self.rx = re.compile(pattern)
         self.offsets, o = [], 1
         for t in self.templates:
             self.offsets.append(o)
             o += len(t.keys)
         self.stride = o
         self.dirty = False
+        self.spec = (pattern, tuple((tuple(t.keys), t.step, tuple(map(self.wanted, t.keys)), t.dense)
+                                    for t in self.templates))
+        self.rx_bytes = None
+
+    def spec_now(self) -> tuple | None:
+        """What a worker needs to scan the next chunk as `feed` will (None: no templates, or not in columns)."""
+        if self.dirty:
+            self._compile()  # as the next feed would, before it reads a line
+        if self.rx is None or any(t.step is None for t in self.templates):
+            return None  # line-order steps run through the chunks: only the ordered walk is exact
+        return self.spec
 
     # -- one chunk of whole lines
-    def feed(self, text: str) -> None:
+    def feed(self, text: bytes | str | Callable[[], bytes | str], scanned: dict | None = None) -> None:
+        """`text`: whole lines (str, or ASCII bytes from `clean`), or a function that reads them once (a chunk
+        a worker has `scanned` is read here only when that scan no longer holds)."""
         out: dict[str, tuple[list, list]] = {}
         while text:
             if self.dirty:
                 self._compile()
             if self.rx is None:
-                text = self._slow_lines(text, out, stop_on_learn=True)
+                text = self._slow_lines(_text(text), out, stop_on_learn=True)
                 continue
-            flat = self.rx.split(text)
-            text = ""
-            if not self._fast(flat, out):
+            if not self._fast(text, out, scanned):
+                flat = self.rx.split(_text(text))
                 self._rows(flat, self.stride, flat[0::self.stride], out)
+            text = ""
         for key, (steps, vals) in out.items():
             self.sink(key, steps, vals)
 
-    def _fast(self, flat: list, out: dict) -> bool:
+    def scan_ahead(self, text: Callable[[], bytes | str]) -> dict:
+        """A scan of a later chunk with the templates as they are now (`feed` checks they still are then)."""
+        return self._scan(_load(text))
+
+    def _scan(self, text: bytes | str) -> dict:
+        if isinstance(text, bytes):
+            self.rx_bytes = self.rx_bytes or compile_spec(self.spec[0], text)
+        return scan(text, self.rx_bytes if isinstance(text, bytes) else self.rx, self.spec[1], self.caches)
+
+    def _fast(self, text, out: dict, scanned: dict | None) -> bool:
         """Columns for the template rows, the per-line parser for the few other lines.
 
         Returns False (state untouched) when the order of rows matters, so the caller walks them in order.
         """
-        stride = self.stride
         all_steps = all(t.step is not None for t in self.templates)
         if not (all_steps or len(self.templates) == 1 and self.carry is None):
             return False
-        saved = (self.carry, self.ordinal, dict(self.step_keys))
-        gaps = flat[0::stride]
-        nrows = len(gaps) - 1
-        odd = [k for k, g in enumerate(gaps) if len(g) > 1]  # gaps hold the lines no template matched
+        if scanned is None or scanned["n"] != len(self.offsets):  # a worker's scan holds for the templates it had
+            scanned = self._scan(_load(text))
+        odd = scanned["odd"]
         if odd and not all_steps:
             return False  # line-order steps across shapes: only the ordered walk is exact
+        saved = (self.carry, self.ordinal, dict(self.step_keys))
         cols: dict[str, tuple[list, list]] = {}
-        self._columns(flat, stride, cols)
-
-        def step_of_row(r: int):
-            for t, off in zip(self.templates, self.offsets):
-                if flat[r * stride + off] is not None:
-                    return flat[r * stride + off + t.step]
-
+        self._columns(scanned, cols)
         side: dict[str, tuple[list, list]] = {}
-        for k in odd:
+        for k, gap, step_above in odd:
             if k:  # a line without a step takes the step of the row above it
-                self.carry = step_of_row(k - 1)
-            self._slow_lines(gaps[k], side)
-        if nrows and all_steps and (not odd or odd[-1] != nrows):
-            self.carry = step_of_row(nrows - 1)
+                self.carry = step_above
+            self._slow_lines(gap, side)
+        nrows = scanned["nrows"]
+        if nrows and all_steps and (not odd or odd[-1][0] != nrows):
+            self.carry = scanned["last"]
         if not (side.keys() & cols.keys() or side.keys() & out.keys() or cols.keys() & out.keys()):
             out.update(side)
             out.update(cols)
@@ -587,32 +596,23 @@ class _Parser:
         self.carry, self.ordinal, self.step_keys = saved
         return False
 
-    def _columns(self, flat: list, stride: int, out: dict) -> None:
-        """Fast path: every metric line matched a template that carries its step; series are slices of `flat`."""
-        for t, off in zip(self.templates, self.offsets):
-            cols = [flat[off + j::stride] for j in range(len(t.keys))]
-            if len(self.templates) > 1:
-                cols = _rows_of(cols)
-            rows = len(cols[0])
+    def _columns(self, scanned: dict, out: dict) -> None:
+        """Fast path: every metric line matched a template that carries its step; series are its columns."""
+        for t, rows, steps, tcols in zip(self.templates, scanned["rows"], scanned["steps"], scanned["vals"]):
             if not rows:
                 continue
             if t.step is not None:
-                steps = cols[t.step]
-                self.carry = steps[-1]
+                self.carry = as_str(steps[-1])
                 k = t.keys[t.step]
                 self.step_keys[k] = self.step_keys.get(k, 0) + rows
             else:
                 steps = range(self.ordinal + 1, self.ordinal + 1 + rows)
             self.ordinal += rows
-            for j, key in enumerate(t.keys):
-                if j != t.step and self.wanted(key):
-                    buf = out.get(key)
-                    if buf is None:
-                        out[key] = (steps, cols[j])
-                    else:
-                        buf = out[key] = (list(buf[0]), list(buf[1]))
-                        buf[0].extend(steps)
-                        buf[1].extend(cols[j])
+            for j, fv, keep in tcols:
+                key = t.keys[j]
+                st, fv = (steps, fv) if keep is None else (list(compress(steps, keep)), list(compress(fv, keep)))
+                buf = out.get(key)
+                out[key] = (st, fv) if buf is None else ([*buf[0], *st], [*buf[1], *fv])
 
     def _rows(self, flat: list, stride: int, gaps: list, out: dict) -> None:
         """Mixed chunk: walk the rows in order so steps carry over between line shapes."""
@@ -633,18 +633,19 @@ class _Parser:
                     break
 
 
+def _load(text) -> bytes | str:
+    return text() if callable(text) else text
+
+
+def _text(text) -> str:
+    return as_str(_load(text))
+
+
 # --------------------------------------------------------------------------- log_metrics: statistics
 
 _MAX_BUCKETS = 1000
 _TAIL = 256
 _INF = math.inf
-
-
-def _float(x) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _step_out(x) -> float | int | None:
@@ -670,33 +671,18 @@ class _Series:
         self.b_max: list[float] = []
         self.b_n: list[int] = []
         self.tail: deque[float] = deque(maxlen=_TAIL)
-        self.cache: dict[str, float] = {}
-
-    def _floats(self, vals: list[str]) -> list[float]:
-        # logs print few significant digits, so values repeat; converting each distinct string once is cheaper
-        if len(vals) > 64:
-            distinct = set(vals)
-            if len(distinct) * 3 < len(vals):
-                cache = self.cache
-                if len(cache) > 50000:
-                    cache.clear()
-                for s in distinct.difference(cache):
-                    cache[s] = _float(s)
-                return list(map(cache.__getitem__, vals))
-        try:
-            return list(map(float, vals))
-        except ValueError:
-            return [_float(v) for v in vals]
+        self.cache = FloatCache()
 
     def add(self, steps, vals: list[str]) -> None:
-        fv = self._floats(vals)
-        if not fv:
-            return
+        fv = floats(vals, self.cache)
         if "" in vals:  # empty CSV cells are missing values, not NaN
             keep = [v != "" for v in vals]
             fv, steps = list(compress(fv, keep)), list(compress(steps, keep))
-            if not fv:
-                return
+        self.add_floats(steps, fv)
+
+    def add_floats(self, steps, fv: list[float]) -> None:
+        if not fv:
+            return
         if self.count == 0:
             self.first, self.first_step = fv[0], steps[0]
         self.count += len(fv)
@@ -712,32 +698,39 @@ class _Series:
                 fv, steps = list(compress(fv, fin)), list(compress(steps, fin))
                 if not fv:
                     return
-        self.lo = min(self.lo, min(fv))
-        self.hi = max(self.hi, max(fv))
         self.tail.extend(fv[-_TAIL:])
-        self._bucketize(steps, fv)
+        lo, hi = self._bucketize(steps, fv)
+        self.lo = min(self.lo, lo)
+        self.hi = max(self.hi, hi)
 
-    def _bucketize(self, steps, fv: list[float]) -> None:
+    def _bucketize(self, steps, fv: list[float]) -> tuple[float, float]:
+        """Fold `fv` into the buckets; its min and max, from the buckets' (one pass over the values fewer)."""
         n, i, b = len(fv), 0, self.bucket
+        los, his = [], []
         if self.b_n and self.b_n[-1] < b:  # top up the open bucket
             take = min(b - self.b_n[-1], n)
             part = fv[:take]
+            los.append(min(part))
+            his.append(max(part))
             self.b_sum[-1] += sum(part)
-            self.b_min[-1] = min(self.b_min[-1], min(part))
-            self.b_max[-1] = max(self.b_max[-1], max(part))
+            self.b_min[-1] = min(self.b_min[-1], los[-1])
+            self.b_max[-1] = max(self.b_max[-1], his[-1])
             self.b_n[-1] += take
             i = take
         while len(self.b_n) + (n - i) / b > 2 * _MAX_BUCKETS:
             self._halve()
             b = self.bucket
-        while i < n:
-            part = fv[i:i + b]
-            self.b_step.append(_float(steps[i]))
-            self.b_sum.append(sum(part))
-            self.b_min.append(min(part))
-            self.b_max.append(max(part))
-            self.b_n.append(len(part))
-            i += b
+        starts = range(i, n, b)
+        parts = [fv[k:k + b] for k in starts]  # whole columns of buckets at a time: early on there are many
+        mins, maxs = list(map(min, parts)), list(map(max, parts))
+        self.b_step += [_float(steps[k]) for k in starts]
+        self.b_sum += map(sum, parts)
+        self.b_min += mins
+        self.b_max += maxs
+        self.b_n += map(len, parts)
+        los += mins
+        his += maxs
+        return min(los), max(his)
 
     def _halve(self) -> None:
         m = len(self.b_n) // 2 * 2
@@ -810,12 +803,18 @@ class LogMetricsReport(Report):
 
 _READ_FIRST = 64 << 10
 _READ = 8 << 20
+_PARALLEL_MIN = 16 << 20  # smaller logs parse in-process: starting workers would cost more than they save
+_MAX_WORKERS = 3  # each holds ~50 MB while it scans a chunk: with the caller, ~250 MB at most
+_AHEAD = 3  # chunks queued per worker, so none waits while the caller folds in a result
+_STEAL = 2  # chunks further ahead that the caller scans itself rather than wait for a worker
+_POOL_SLOT = threading.Semaphore(1)  # one parallel parse at a time; concurrent calls parse in-process
 
 
 def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
                 progress: Callable[[int, int], None] | None = None,
                 cancelled: Callable[[], bool] | None = None) -> LogMetricsReport:
-    """Parse every metric series in a log (streaming, bounded memory) and classify the loss curve."""
+    """Parse every metric series in a log (streaming, bounded memory, a big log on every core) and classify
+    the loss curve."""
     want = {n.lower() for n in names} if names else None
     series: dict[str, _Series] = {}
     notes: list[str] = []
@@ -829,7 +828,10 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
             if len(series) >= _MAX_SERIES:
                 return
             s = series[key] = _Series(key)
-        s.add(steps, vals)
+        if vals and type(vals[0]) is float:  # a template column, converted already
+            s.add_floats(steps, vals)
+        else:
+            s.add(steps, vals)
 
     parser = _Parser(wanted, sink)
     try:
@@ -842,33 +844,20 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
         if _looks_binary(head):
             raise _binary_error(path)
         f.seek(0)
-        done, rest, first = 0, b"", True
         last_report = time.monotonic()
-        while True:
-            try:
-                block = f.read(_READ_FIRST if first else _READ)
-            except OSError as e:
-                raise _open_error(path, e) from e
-            first = False
-            if not block:
-                break
-            done += len(block)
-            data = rest + block
-            cut = data.rfind(b"\n")
-            if cut < 0 and len(data) < 4 * _READ:
-                rest = data
-                continue
-            if cut < 0:
-                cut = len(data) - 1  # one enormous line: parse what we have
-            rest = data[cut + 1:]
-            parser.feed(_chunk_text(data[:cut + 1]))
+
+        def tick(done: int) -> None:
+            nonlocal last_report
             if cancelled and cancelled():
                 raise TriageError("log_metrics was cancelled", "")
             if progress and time.monotonic() - last_report > 0.5:
                 progress(done, size)
                 last_report = time.monotonic()
-        if rest:
-            parser.feed(_chunk_text(rest + b"\n"))
+
+        try:
+            done = _read_chunks(f, size, parser, tick)
+        except OSError as e:
+            raise _open_error(path, e) from e
     report = _summarise(path, done, series, want, names, parser, notes)
     if plot and report.series:
         from tools.plot import metric_curves_png
@@ -882,15 +871,132 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
     return report
 
 
-def _chunk_text(b: bytes) -> str:
-    text = b.decode("utf-8", "replace")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")  # each tqdm state is a record
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    return text
+def _read_chunks(f, size: int, parser: _Parser, tick: Callable[[int], None]) -> int:
+    """Feed `parser` the file in chunks of whole lines, on worker processes for a big file; bytes read."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(_MAX_WORKERS, cores - 1)  # this thread scans too, whenever it would wait for them
+    posix = os.name == "posix" and bool(sys.executable)  # workers pread an inherited descriptor
+    if size < _PARALLEL_MIN or workers < 1 or not posix or not _POOL_SLOT.acquire(blocking=False):
+        return _read_sequential(f, parser, tick)
+    try:
+        try:
+            pool = ScanPool(f.fileno(), workers)
+        except OSError:
+            return _read_sequential(f, parser, tick)
+        with pool:
+            start, pos = _read_parallel(f.fileno(), size, parser, pool, tick)
+    finally:
+        _POOL_SLOT.release()
+    f.seek(pos)  # what was appended since the start, and the last line, as the sequential loop reads them
+    return _read_sequential(f, parser, tick, pos, _pread(f.fileno(), pos - start, start), first=False)
+
+
+def _read_sequential(f, parser: _Parser, tick: Callable[[int], None], done: int = 0, rest: bytes = b"",
+                     first: bool = True) -> int:
+    while True:
+        block = f.read(_READ_FIRST if first else _READ)
+        first = False
+        if not block:
+            break
+        done += len(block)
+        data = rest + block
+        cut = data.rfind(b"\n")
+        if cut < 0 and len(data) < 4 * _READ:
+            rest = data
+            continue
+        if cut < 0:
+            cut = len(data) - 1  # one enormous line: parse what we have
+        rest = data[cut + 1:]
+        parser.feed(clean(data[:cut + 1]))
+        tick(done)
+    if rest:
+        parser.feed(clean(rest + b"\n"))
+    return done
+
+
+def _read_parallel(fd: int, size: int, parser: _Parser, pool: ScanPool, tick: Callable[[int], None]) -> tuple[int, int]:
+    """The chunks `_read_sequential` would cut from the first `size` bytes, scanned ahead by the pool (and by
+    this thread while it would wait for it), fed to the parser strictly in file order; the rest's (start, end)."""
+    cutter = _Cutter(fd, size)
+    window: deque[list] = deque()  # [(start, end), bytes read then, worker's ticket, own scan]
+    while True:
+        while len(window) < (_AHEAD * len(pool.procs) + _STEAL if parser.templates else 1):  # the head teaches templates
+            span = cutter.next()
+            if span is None:
+                break
+            window.append([span, cutter.pos, None, None])
+        if not window:
+            return cutter.start, cutter.pos
+        spec = parser.spec_now()
+        for c in window:  # the earliest chunks go to the workers, so that what this thread scans is needed later
+            if spec and c[2] is None and c[3] is None and pool.busy() < _AHEAD * len(pool.procs):
+                c[2] = pool.submit(*c[0], spec)
+        head = window[0]
+        spare = next((c for c in window if c[2] is None and c[3] is None), None) if spec else None
+        if head[2] is not None and spare is not None and not pool.ready(head[2]) \
+                and sum(c[3] is not None for c in window) < _STEAL:
+            spare[3] = parser.scan_ahead(_chunk_loader(fd, *spare[0]))  # rather than wait idle
+            continue
+        window.popleft()
+        (start, end), pos, ticket, scanned = head
+        # the parser reads the chunk itself only when the scan does not hold (or there is none)
+        parser.feed(_chunk_loader(fd, start, end), pool.result(ticket) if ticket is not None else scanned)
+        tick(pos)
+
+
+def _chunk_loader(fd: int, start: int, end: int) -> Callable[[], bytes | str]:
+    return functools.cache(lambda: clean(_pread(fd, end - start, start)))
+
+
+class _Cutter:
+    """The chunk ends of the sequential read loop, found by reading only near them."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd, self.size = fd, size
+        self.start = self.pos = 0  # where the unparsed rest starts; how far the loop would have read
+        self.clear = 0  # [start, clear) holds no newline: a line longer than a read
+
+    def next(self) -> tuple[int, int] | None:
+        while self.pos < self.size:
+            self.pos = min(self.pos + (_READ if self.pos else _READ_FIRST), self.size)
+            cut = _last_newline(self.fd, max(self.start, self.clear), self.pos)
+            if cut is None:  # the file shrank: the sequential loop reads on from the rest
+                self.pos = self.size = self.start
+                return None
+            if cut < 0 and self.pos - self.start < 4 * _READ:
+                self.clear = self.pos
+                continue
+            end = cut + 1 if cut >= 0 else self.pos  # no newline at all: one enormous line, parse what we have
+            span = (self.start, end)
+            self.start = self.clear = end
+            return span
+        return None
+
+
+def _last_newline(fd: int, lo: int, hi: int) -> int | None:
+    """Offset of the last newline in [lo, hi), -1 without one, None when the file no longer reaches `hi`."""
+    while hi > lo:
+        n = min(hi - lo, _BLOCK)
+        buf = os.pread(fd, n, hi - n)
+        if len(buf) < n:
+            return None
+        i = buf.rfind(b"\n")
+        if i >= 0:
+            return hi - n + i
+        hi -= n
+    return -1
+
+
+def _pread(fd: int, n: int, at: int) -> bytes:
+    parts = []
+    while n > 0:
+        part = os.pread(fd, n, at)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+        at += len(part)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
 def _is_loss_like(name: str) -> bool:
