@@ -8,7 +8,8 @@
     start (cache empty) and with the cache off; whether importing the server pulls in torch, and
     whether the front imports the SDK before it answers;
 (b) tail_log(lines=50) on generated logs next to `tail -n 50` on the same files;
-(c) log_metrics on a generated training log: MB/s and peak RSS, measured in a fresh subprocess.
+(c) log_metrics on a generated training log: MB/s and peak RSS (the caller and its scan workers),
+    measured in a fresh subprocess.
 Generated files live in a temp dir and are deleted afterwards.
 """
 
@@ -121,16 +122,40 @@ def bench_tail(path: Path, runs: int = 21) -> tuple[float, float]:
 
 
 MEASURE = textwrap.dedent("""
-    import json, resource, sys, time
+    import json, sys, threading, time
     from pathlib import Path
+    import psutil
     from tools.logs import log_metrics
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def status_kb(field):  # VmHWM/VmRSS are per address space: unlike ru_maxrss, not inherited across exec
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+
+    me, peak, done = psutil.Process(), [0], threading.Event()
+
+    def sample():  # the caller and its scan workers together, every 10 ms
+        while not done.is_set():
+            total = me.memory_info().rss
+            for c in me.children(recursive=True):
+                try:
+                    total += c.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak[0] = max(peak[0], total)
+            time.sleep(0.01)
+
+    base = status_kb("VmRSS")
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     t = time.perf_counter()
     r = log_metrics(Path(sys.argv[1]))
     dt = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": dt, "bytes": r.bytes_read, "peak_kb": peak, "base_kb": base,
-                      "series": len(r.series), "points": max(s.count for s in r.series), "shape": r.shape}))
+    done.set()
+    sampler.join()
+    print(json.dumps({"seconds": dt, "bytes": r.bytes_read, "peak_kb": peak[0] // 1024, "main_hwm_kb": status_kb("VmHWM"),
+                      "base_kb": base, "series": len(r.series), "points": max(s.count for s in r.series),
+                      "shape": r.shape}))
 """)
 
 
@@ -174,8 +199,9 @@ def main() -> None:
         mbps = m["bytes"] / MB / m["seconds"]
         rows.append((f"log_metrics, {metrics_size // MB} MB log ({m['points']:,} steps, {m['series']} series, shape {m['shape']})",
                      f"{mbps:.0f} MB/s ({m['seconds']:.1f} s)", "", f"{mbps / 100:.2f}x of target", ">= 100 MB/s"))
-        rows.append(("log_metrics peak RSS (whole process)", f"{m['peak_kb'] / 1024:.0f} MB",
-                     f"after imports: {m['base_kb'] / 1024:.0f} MB", f"{m['peak_kb'] / 1024 / 300:.2f}x of limit", "<= 300 MB"))
+        rows.append(("log_metrics peak RSS, caller + scan workers (sampled every 10 ms)", f"{m['peak_kb'] / 1024:.0f} MB",
+                     f"caller alone: {m['main_hwm_kb'] / 1024:.0f} MB peak, {m['base_kb'] / 1024:.0f} MB after imports",
+                     f"{m['peak_kb'] / 1024 / 300:.2f}x of limit", "<= 300 MB"))
 
     load = os.getloadavg()
     print(f"\nmachine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f}, Python {sys.version.split()[0]}\n")
