@@ -161,3 +161,31 @@ def test_gpu_status_over_stdio_with_a_fake_nvml(workspace, tmp_path):
             assert "A100" in text_of(r)
 
     run(body)
+
+
+def test_a_log_big_enough_for_scan_workers_gets_the_in_process_answer_over_stdio(workspace, monkeypatch,
+                                                                                 no_stray_processes):
+    """Over 16 MB, log_metrics may start scan workers from a thread of the real server (fd 0/1 diverted):
+    the answer is the one the in-process parser gives, and no worker or spool file outlives the call."""
+    from tools import logs
+
+    lines = [f"it {i} loss={2.5 - i / 200000:.5f} acc={i / 400000:.4f}" + (" | val_loss 1.9" if i % 1000 == 0 else "")
+             for i in range(520000)]
+    p = workspace / "big.log"
+    p.write_text("\n".join(lines) + "\nit 520000 loss=nan acc=0.5\n")
+    assert p.stat().st_size > logs._PARALLEL_MIN
+    monkeypatch.setattr(logs, "_PARALLEL_MIN", 1 << 62)
+    expected = logs.log_metrics(p).model_dump(mode="json")
+    spools = lambda: {d.name for d in Path("/dev/shm").glob("mltriage-scan-*")} if Path("/dev/shm").is_dir() else set()  # noqa: E731
+    before = spools()
+
+    async def body():
+        async with stdio_client(workspace) as client:
+            r = await client.call_tool("log_metrics", {"path": "big.log"})
+            assert not r.is_error, text_of(r)
+            return r.structured_content
+
+    got = run(body)
+    assert got["series"] == expected["series"] and got["shape"] == expected["shape"]
+    assert got["findings"] == expected["findings"]
+    assert spools() == before
