@@ -67,6 +67,7 @@ class ResponseCache:
     def __init__(self, path: Path | None):
         self.path = path
         self.lock = threading.Lock()
+        self.failed = False
         self.entries: dict[str, Any] = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -99,7 +100,9 @@ class ResponseCache:
                     os.replace(tmp, self.path)
                 self._prune()
             except OSError as e:
-                _log(f"response cache not written ({e}); the server works, only its start stays slow")
+                if not self.failed:  # once: a read-only home would otherwise say it at every answer
+                    _log(f"response cache not written ({e}); the server works, only its start stays slow")
+                self.failed = True
 
     def _prune(self) -> None:
         olds = sorted(self.path.parent.glob("stdio-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
