@@ -44,6 +44,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mltriage"
 
 
+def cache_path() -> Path | None:
+    """This code's cache file; None (serve uncached) when there is no home to put it in."""
+    try:
+        return cache_dir() / f"stdio-{fingerprint()}.json"
+    except (OSError, RuntimeError, KeyError) as e:  # Path.home() raises RuntimeError without HOME or passwd entry
+        _log(f"no response cache ({e}); the server works, only its start stays slow")
+        return None
+
+
 def fingerprint(root: Path = _ROOT, packages: tuple[str, ...] = _PACKAGES) -> str:
     """Changes whenever our code, the skills or the installed SDK change (size and mtime of every file)."""
     h = hashlib.sha256(sys.version.encode())
@@ -248,11 +257,7 @@ def serve(load: Callable[[], Any]) -> int:
     if os.environ.get("MLTRIAGE_STDIO_CACHE", "1") == "0" or sys.platform == "win32":
         load().run()
         return 0
-    try:
-        path = cache_dir() / f"stdio-{fingerprint()}.json"
-    except OSError:
-        path = None
-    front = Front(ResponseCache(path), *_claim_wire(), trace=os.environ.get("MLTRIAGE_STDIO_TRACE") == "1")
+    front = Front(ResponseCache(cache_path()), *_claim_wire(), trace=os.environ.get("MLTRIAGE_STDIO_TRACE") == "1")
     threads = front.start()
     server = load()
     front.ready.set()

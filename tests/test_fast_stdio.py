@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, ROOT, run, stdio_client, text_of
-from server.fast_stdio import Front, ResponseCache, fingerprint, warm
+from server.fast_stdio import Front, ResponseCache, cache_path, fingerprint, warm
 
 VERSION = "2025-06-18"
 TIMEOUT = 60
@@ -257,3 +257,15 @@ def test_warming_caches_every_version_so_even_the_first_start_is_answered_early(
     c.handshake()
     err = c.close()
     assert f"answered tools/list@{VERSION} from the response cache" in err
+
+
+def test_no_home_directory_means_no_cache_not_a_crash(monkeypatch):
+    monkeypatch.delenv("MLTRIAGE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert cache_path() is None
+    ResponseCache(None).put("tools/list@x", {"tools": []})  # an uncached front still records in memory
