@@ -444,7 +444,7 @@ def test_workers_and_the_bytes_path_match_the_line_parser(tmp_path, monkeypatch,
     in_process = parsed(p, monkeypatch)
     monkeypatch.setattr(logscan, "_PIECE", 1)  # each line a piece of its own: every gap joined across a cut
     line_pieces = parsed(p, monkeypatch)
-    monkeypatch.setattr(logs, "clean", logs._chunk_text)  # str chunks, as before the bytes path
+    monkeypatch.setattr(logs, "clean", logscan.chunk_text)  # str chunks, as before the bytes path
     as_text = parsed(p, monkeypatch)
     monkeypatch.setattr(logs, "_PLUS", "+")  # templates without possessive quantifiers
     greedy = parsed(p, monkeypatch)

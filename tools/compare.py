@@ -36,17 +36,7 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
             if logs._looks_binary(f.read(65536)):
                 raise logs._binary_error(path)
             f.seek(0)
-            rest = b""
-            while block := f.read(8 << 20):  # whole lines only, like log_metrics: memory stays bounded
-                data = rest + block
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    rest = data
-                    continue
-                rest = data[cut + 1:]
-                parser.feed(logs._chunk_text(data[:cut + 1]))
-            if rest:
-                parser.feed(logs._chunk_text(rest + b"\n"))
+            logs._read_sequential(f, parser, tick=lambda done: None)  # log_metrics' own chunk loop
     except OSError as e:
         raise logs._open_error(path, e) from e
     return points

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
-from tools.logscan import chunk_text as _chunk_text, to_float as _float  # noqa: F401 (tools/compare.py parses with them)
+from tools.logscan import to_float as _float
 from tools.report import Evidence, Finding, Num, Report, is_finite
 
 # --------------------------------------------------------------------------- shared text hygiene
