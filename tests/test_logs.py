@@ -448,7 +448,9 @@ def test_workers_and_the_bytes_path_match_the_line_parser(tmp_path, monkeypatch,
     as_text = parsed(p, monkeypatch)
     monkeypatch.setattr(logs, "_PLUS", "+")  # templates without possessive quantifiers
     greedy = parsed(p, monkeypatch)
-    assert parallel == in_process == line_pieces == as_text == greedy
+    monkeypatch.setattr(logscan, "from_json", None)  # every cell through float(), none as a JSON array
+    plain_floats = parsed(p, monkeypatch)
+    assert parallel == in_process == line_pieces == as_text == greedy == plain_floats
     assert parallel[0]["series"] and len(CountingPool.made) == 1
     if one_order:
         monkeypatch.setattr(logs, "_MAX_TEMPLATES", 0)  # no templates: the per-line parser alone
