@@ -120,8 +120,9 @@ _JSON_NUMBER = b"0123456789.eE+-"
 
 
 def _json_floats(vals: list) -> list[float] | None:
-    """The cells as float() reads them, parsed as one JSON array in Rust (several times cheaper than float() per cell);
-    None when a cell is not a plain JSON number (nan, inf, 1., +1, 1_0, an empty CSV cell: those take float()).
+    """The cells as float() reads them, parsed as one JSON array in Rust (several times cheaper than float()
+    per cell); None when a cell is not a plain JSON number (nan, inf, 1., +1, 1_0, an empty CSV cell: those
+    take float()).
 
     pydantic_core rounds exactly as float() does (checked bit for bit in tests/test_logscan.py); what JSON
     reads differently is ruled out here: a comma inside a cell, true/false/null, and the integer -0.
