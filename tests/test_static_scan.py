@@ -17,6 +17,14 @@ META = {d.name: json.loads((d / "example.json").read_text()) for d in sorted(EXA
         if (d / "example.json").exists()}
 
 
+def static_scan_code(code: str) -> StaticScanReport:
+    """The full report (findings included) for a snippet, through the same path a file takes."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "train.py").write_text(code)
+        return static_scan([Path(d) / "train.py"])
+
+
 def rules_in(path: Path) -> set[str]:
     return {i.rule for i in static_scan([path]).issues}
 
@@ -273,6 +281,77 @@ def test_static_scan_flags_one_host_sync_per_loop_at_low_confidence():
 def test_static_scan_flags_view_after_transpose_through_a_variable():
     assert scan("h = x.transpose(1, 2)\nflat = h.view(b, -1)\n") == ["view_after_permute"]
     assert scan("flat = x.transpose(1, 2).contiguous().view(b, -1)\n") == []
+
+
+# --- bugs in the user's own loop (issue #14), injected as one edit into realistic correct scripts ---
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def inject(code: str, old: str, new: str) -> str:
+    assert code.count(old) == 1, old
+    return code.replace(old, new)
+
+
+def hits_of(code: str, rule: str) -> list:
+    return [i for i in scan_source(code) if i.rule == rule]
+
+
+def line_of(code: str, text: str, nth: int = 0) -> int:
+    return [n for n, line in enumerate(code.splitlines(), 1) if text in line][nth]
+
+
+ZERO_BETWEEN = "zero_grad_between_backward_and_step"
+
+
+def test_zero_grad_moved_between_backward_and_step_in_nanogpt_loop_is_a_misplaced_zero_grad():
+    code = inject(fixture("correct_nanogpt_style.py"), "    if grad_clip != 0.0:\n",
+                  "    optimizer.zero_grad(set_to_none=True)\n    if grad_clip != 0.0:\n")
+    code = inject(code, "    scaler.update()\n    optimizer.zero_grad(set_to_none=True)\n", "    scaler.update()\n")
+    (hit,) = hits_of(code, ZERO_BETWEEN)
+    assert hit.failure_mode == "missing_zero_grad" and hit.confidence >= 0.7
+    assert hit.line == line_of(code, "optimizer.zero_grad(set_to_none=True)")
+    backward, step = line_of(code, "scaler.scale(loss).backward()"), line_of(code, "scaler.step(optimizer)")
+    assert f"at line {hit.line} runs after scaler.scale(loss).backward() at line {backward}" in hit.why
+    assert f"before scaler.step(optimizer) at line {step}" in hit.why and "zero gradients" in hit.why
+    finding = next(f for f in static_scan_code(code).findings if f.location.endswith(f":{hit.line}"))
+    assert "broken" in finding.avoid and finding.failure_mode == "missing_zero_grad"
+
+
+def test_zero_grad_before_step_inside_the_accumulation_branch_of_an_hf_loop():
+    code = inject(fixture("correct_hf_style.py"),
+                  "            optimizer.step()\n            lr_scheduler.step()\n            optimizer.zero_grad()\n",
+                  "            optimizer.zero_grad()\n            optimizer.step()\n            lr_scheduler.step()\n")
+    (hit,) = hits_of(code, ZERO_BETWEEN)
+    assert hit.line == line_of(code, "optimizer.zero_grad()") and hit.failure_mode == "missing_zero_grad"
+    assert f"before optimizer.step() at line {line_of(code, 'optimizer.step()')}" in hit.why
+
+
+def test_zero_grad_of_the_other_gan_optimizer_or_before_a_skipped_step_is_not_misplaced():
+    assert ZERO_BETWEEN not in scan("""
+    for real in loader:
+        fake = generator(torch.randn(64, 100))
+        d_loss = F.binary_cross_entropy_with_logits(discriminator(real), ones) + \\
+            F.binary_cross_entropy_with_logits(discriminator(fake.detach()), zeros)
+        opt_d.zero_grad()
+        d_loss.backward()
+        opt_g.zero_grad()
+        opt_d.step()
+        g_loss = F.binary_cross_entropy_with_logits(discriminator(fake), ones)
+        g_loss.backward()
+        opt_g.step()
+    """)
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        if not torch.isfinite(loss):
+            optimizer.zero_grad()
+            continue
+        optimizer.step()
+    """)) == []
 
 
 # --- quiet on correct code ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ class Rule:
     confidence: float
     why: str
     fix: str
+    avoid: str = ""  # the tempting wrong fix for this rule; empty: the failure mode's own
 
 
 RULES: dict[str, Rule] = {r.id: r for r in [
@@ -37,9 +38,15 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("step_before_backward", "missing_zero_grad", 0.7,
          "optimizer.step() runs before loss.backward() in the loop, so each step applies the previous batch's gradients",
          "order each step as zero_grad() -> forward -> loss.backward() -> optimizer.step()"),
-    Rule("zero_grad_between_backward_and_step", "broken_graph", 0.8,
-         "zero_grad() runs after backward() and before step(), so the optimizer always steps with zero gradients",
-         "move zero_grad() to the start of the step (or after optimizer.step())"),
+    # Labelled missing_zero_grad, not broken_graph: the graph is fine and backward() fills .grad; the
+    # zero_grad call is in the wrong place, and moving it is the fix. (A runtime probe sees all-zero
+    # grads at step time and may say broken_graph; this rule names the real cause.)
+    Rule("zero_grad_between_backward_and_step", "missing_zero_grad", 0.8,
+         "zero_grad() runs after backward() and before step(), so the optimizer always steps with zero gradients "
+         "(Adam/AdamW with weight decay still shrinks the weights; nothing is learned)",
+         "move zero_grad() before loss.backward() (the start of the step) or after optimizer.step()",
+         "Do not conclude the graph is broken and hunt for .detach()/requires_grad: backward() works, the zeroing "
+         "just erases its result; do not delete zero_grad() either (gradients would then accumulate)."),
     Rule("softmax_into_cross_entropy", "loss_function", 0.85,
          "cross-entropy applies log-softmax itself; feeding it softmax probabilities softmaxes twice, squashing the gradients and putting a floor under the loss",
          "give CrossEntropyLoss / F.cross_entropy the raw logits; drop the Softmax from the model (apply it only for inference)"),
@@ -438,7 +445,9 @@ def _backward_root(call: ast.Call) -> ast.AST | None:
 # ---------------------------------------------------------------------------------------------
 # the rules: each takes a parsed file and returns [(node or line, rule id)]
 
-Hit = tuple[ast.AST | int, str]
+# (where, rule id) or (where, rule id, {"why": ..., "fix": ..., "confidence": ...}): a hit may say more
+# than its table row (the lines involved, the exact rewrite) or be surer or less sure than the row.
+Hit = tuple
 
 
 def rule_missing_zero_grad(f: ParsedFile) -> list[Hit]:
@@ -450,21 +459,87 @@ def rule_missing_zero_grad(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+def _stepped_optimizer(step: ast.Call) -> str:
+    """optimizer.step() -> "optimizer"; scaler.step(opt) -> "opt"."""
+    if step.args and _src(step.func.value).lower().endswith("scaler"):
+        return _src(step.args[0])
+    return _src(step.func.value)
+
+
+def _zeroes_for(zero: ast.Call, optimizer: str) -> bool:
+    """Does this zero_grad() clear what `optimizer` steps with? model.zero_grad() clears everything;
+    another optimizer's zero_grad() (a GAN's D vs G) does not."""
+    owner = _src(zero.func.value)
+    looks_like_optimizer = "opt" in owner.lower().split(".")[-1]
+    return owner == optimizer or not looks_like_optimizer
+
+
+def _block_of(f: ParsedFile, node: ast.AST) -> tuple[ast.AST, list[ast.stmt]] | None:
+    """The statement list that holds the statement containing `node`, and that statement."""
+    stmt = node
+    while stmt is not None:
+        parent = f.parent.get(stmt)
+        if parent is None:
+            return None
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and stmt in block:
+                return stmt, block
+        stmt = parent
+    return None
+
+
+def _leaves_after(f: ParsedFile, node: ast.AST, stop: ast.AST) -> bool:
+    """Does control leave (continue/break/return/raise) right after `node`, in some block up to `stop`?
+    `if not torch.isfinite(loss): optimizer.zero_grad(); continue` skips the step: not a misplacement."""
+    n = node
+    while n is not None and n is not stop:
+        found = _block_of(f, n)
+        if found is None:
+            return False
+        stmt, block = found
+        if any(isinstance(s, (ast.Continue, ast.Break, ast.Return, ast.Raise)) for s in block[block.index(stmt) + 1:]):
+            return True
+        n = f.parent.get(stmt)
+    return False
+
+
+def _exclusive(f: ParsedFile, a: ast.AST, b: ast.AST) -> bool:
+    """Are a and b in different branches of the same if/else?"""
+    def branches(n):
+        out, child, p = {}, n, f.parent.get(n)
+        while p is not None:
+            if isinstance(p, ast.If):
+                out[p] = "body" if child in p.body else "orelse" if child in p.orelse else "test"
+            child, p = p, f.parent.get(p)
+        return out
+    ba, bb = branches(a), branches(b)
+    return any(k in bb and bb[k] != side for k, side in ba.items())
+
+
 def rule_step_order(f: ParsedFile) -> list[Hit]:
     hits = []
     for loop, _ in f.training_loops():
         own = list(_in_scope(loop))
-        steps = sorted(n.lineno for n in own if _is_optimizer_step(n))
-        backs = sorted(n.lineno for n in own if _is_backward(n))
-        zeros = sorted(n.lineno for n in own if _method_call(n, "zero_grad"))
+        by_line = lambda pred: sorted((n for n in own if pred(n)), key=lambda n: (n.lineno, n.col_offset))
+        steps, backs = by_line(_is_optimizer_step), by_line(_is_backward)
+        zeros = by_line(lambda n: _method_call(n, "zero_grad"))
         if not steps or not backs:
             continue
-        if steps[0] < backs[0] and not any(b < steps[0] for b in backs):
+        if steps[0].lineno < backs[0].lineno:
             hits.append((steps[0], "step_before_backward"))
         for s in steps:
-            before = [b for b in backs if b < s]
-            if before and any(before[-1] < z < s for z in zeros):
-                hits.append((next(z for z in zeros if before[-1] < z < s), "zero_grad_between_backward_and_step"))
+            before = [b for b in backs if b.lineno < s.lineno and not _exclusive(f, b, s)]
+            if not before:
+                continue
+            b = before[-1]
+            z = next((z for z in zeros if b.lineno < z.lineno < s.lineno and _zeroes_for(z, _stepped_optimizer(s))
+                      and not _exclusive(f, z, s) and not _leaves_after(f, z, loop)), None)
+            if z is not None:
+                why = (f"{_src(z)} at line {z.lineno} runs after {_src(b)} at line {b.lineno} and before "
+                       f"{_src(s)} at line {s.lineno}: the step sees zero gradients, so nothing is learned "
+                       "(with weight decay the weights only shrink); move zero_grad before backward or after step")
+                hits.append((z, "zero_grad_between_backward_and_step", {"why": why}))
     return hits
 
 
@@ -770,14 +845,15 @@ def scan_source(text: str, path: str = "<string>", errors: list[str] | None = No
             if errors is not None:
                 errors.append(f"{path}: {rule_fn.__name__} failed: {type(e).__name__}: {e}")
             continue
-        for where, rule_id in hits:
+        for where, rule_id, *more in hits:
             line, source = f.line(where)
             if (line, rule_id) in seen:
                 continue
             seen.add((line, rule_id))
-            r = RULES[rule_id]
+            r, said = RULES[rule_id], (more[0] if more else {})
             issues.append(ScanIssue(file=path, line=line, rule=rule_id, failure_mode=r.failure_mode,
-                                    confidence=r.confidence, why=r.why, fix=r.fix, source=source))
+                                    confidence=said.get("confidence", r.confidence), why=said.get("why", r.why),
+                                    fix=said.get("fix", r.fix), source=source))
     return sorted(issues, key=lambda i: i.line)
 
 
@@ -796,6 +872,6 @@ def static_scan(paths: list[Path]) -> StaticScanReport:
         Finding(failure_mode=i.failure_mode, confidence=i.confidence, summary=f"{i.rule}: {i.why}",
                 evidence=[Evidence(what="code", value=i.source, source=f"{i.file}:{i.line}"),
                           Evidence(what="rule", value=i.rule, source="static_scan")],
-                fix=i.fix, location=f"{i.file}:{i.line}")
+                fix=i.fix, avoid=RULES[i.rule].avoid, location=f"{i.file}:{i.line}")
         for i in report.issues]
     return report
