@@ -105,7 +105,7 @@ def test_merge_raises_confidence_when_two_steps_agree_but_not_when_one_repeats_i
 def test_a_probe_cut_short_by_the_budget_is_not_called_a_hang():
     from tools.errors import TriageError
 
-    async def slow(timeout):
+    async def slow(timeout, progress):
         raise TriageError("the probe did not finish within 1 s and was killed with its process group")
 
     async def body():
@@ -116,6 +116,43 @@ def test_a_probe_cut_short_by_the_budget_is_not_called_a_hang():
     short, full = run(body)
     assert short.findings[0].failure_mode == "healthy" and short.steps[0].status == "timeout"
     assert full.findings[0].failure_mode == "hang"
+
+
+def test_a_slow_probe_that_completes_steps_is_not_a_hang():
+    from tools.errors import TriageError
+
+    async def slow_but_moving(timeout, progress):
+        for step in range(1, 6):  # a loaded machine: steps complete, just slowly
+            await progress(step, 50, f"step {step}")
+        raise TriageError("the probe did not finish within 5 s and was killed with its process group")
+
+    rep = run(lambda: triage([("overfit_test", slow_but_moving, 5.0)], budget_s=60.0))
+    assert rep.steps[0].status == "timeout"
+    assert all(f.failure_mode != "hang" for f in rep.findings), rep.findings
+
+
+def test_a_probe_stuck_in_a_queue_is_a_hang_that_names_where_it_waits():
+    from tools.errors import TriageError
+    dump = textwrap.dedent("""
+        the probe did not finish within 45 s and was killed with its process group
+        --- stderr tail ---
+        Thread 0x00007f0000000001 (most recent call first):
+          File "/usr/lib/python3.11/threading.py", line 320 in wait
+          File "/usr/lib/python3.11/threading.py", line 622 in wait
+        Thread 0x00007f0000000002 (most recent call first):
+          File "/usr/lib/python3.11/queue.py", line 171 in get
+          File "/ws/train.py", line 41 in __iter__
+          File "/ws/train.py", line 77 in main
+          File "/ws/mltriage_probe.py", line 12 in <module>
+    """)
+
+    async def stuck(timeout, progress):
+        raise TriageError(dump)
+
+    rep = run(lambda: triage([("nan_hook_run", stuck, 5.0)], budget_s=60.0))
+    top = rep.findings[0]
+    assert top.failure_mode == "hang" and top.confidence >= 0.8
+    assert "train.py\", line 41" in top.location, top.location
 
 
 def test_the_demo_triages_the_bundled_run_end_to_end():

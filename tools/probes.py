@@ -96,8 +96,13 @@ def _infrastructure_error(outcome: ProbeOutcome, timeout_s: float, what: str) ->
                        "Check the interpreter (python argument) has torch installed and the command runs by itself")
 
 
+def stack_dump_after(timeout_s: float) -> float:
+    return max(0.5, min(timeout_s * 0.85, timeout_s - 3.0))
+
+
 async def _run(probe: str, args: dict, workspace_root: Path, python: str | None, timeout_s: float,
                on_progress: ProgressFn | None, what: str):
+    args = {**args, "_stack_dump_after_s": stack_dump_after(timeout_s)}
     outcome = await run_probe(probe, args, workspace_root=workspace_root, python=python, timeout_s=timeout_s,
                               on_progress=on_progress)
     if outcome.result is None:
@@ -122,8 +127,8 @@ async def _run(probe: str, args: dict, workspace_root: Path, python: str | None,
 def _error_report(cls, err: dict, outcome: ProbeOutcome, **fields):
     pe = ProbeError(phase=err.get("phase"), type=err["type"], message=err["message"], file=err.get("file"),
                     line=err.get("line"), traceback_tail=(err.get("traceback") or "")[-3000:])
-    mode = "shape_mismatch" if SHAPE_WORDS.search(err["message"]) and err["type"] in (
-        "RuntimeError", "ValueError", "IndexError") else "exception"
+    mode = crash_mode(err["message"]) if err["type"] in ("RuntimeError", "ValueError", "IndexError",
+                                                          "torch.OutOfMemoryError", "OutOfMemoryError") else "exception"
     loc = f"{err['file']}:{err['line']}" if err.get("file") else None
     finding = Finding(
         failure_mode=mode, confidence=0.95,
@@ -153,7 +158,8 @@ class ParamGrad(BaseModel):
     log10_update_ratio: Num = None
     lr: Num = None
     flags: list[str] = Field(default_factory=list, description=(
-        "grad_none, grad_zero, grad_nonfinite, requires_grad_false, not_in_optimizer, lr_zero, no_update"))
+        "grad_none, grad_zero (from the first step on: a cut graph), grad_died (zero only later: a consequence), "
+        "grad_nonfinite, requires_grad_false, not_in_optimizer, lr_zero, no_update"))
 
 
 class ModuleGrad(BaseModel):
@@ -189,6 +195,8 @@ class GradNormReport(ProbeReport):
     output_constant: bool | None = None
     loss_history: list[Num] = Field(default_factory=list)
     grad_norm_history: list[Num] = Field(default_factory=list)
+    optimizer: str | None = Field(None, description="the optimizer's class name")
+    clipped: bool | None = Field(None, description="script mode: clip_grad_norm_ ran; norms are from before it")
     host_syncs_per_snapshot: int = 1
 
     def headline(self) -> str:
@@ -258,21 +266,9 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
         out.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the gradients are non-finite",
                            evidence=[Evidence(what="global grad norm", value=gn, source=src)],
                            fix="Run nan_hook_run to find the op that produced the first non-finite value"))
-    weights = [p for p in rep.params if len(p.shape) >= 2 and is_finite(p.update_ratio) and p.update_ratio > 0
-               and not ({"no_update", "lr_zero", "not_in_optimizer"} & set(p.flags))]
-    if weights:
-        ratios = sorted(p.update_ratio for p in weights)
-        med = ratios[len(ratios) // 2]
-        ev = [Evidence(what="median update/weight ratio (weight matrices)", value=med, source=src),
-              Evidence(what="lr", value=weights[0].lr, source="optimizer param group")]
-        if med < 1e-5:
-            out.append(Finding(failure_mode="lr_too_low", confidence=0.6,
-                               summary=f"updates are tiny: median update/weight ratio {med:.2g} (healthy ~1e-3)",
-                               evidence=ev, fix=f"Raise the LR ~{min(1000, 1e-3 / med):.0f}x, or run lr_range_test"))
-        elif med > 1e-1:
-            out.append(Finding(failure_mode="lr_too_high", confidence=0.55,
-                               summary=f"each step rewrites the weights: median update/weight ratio {med:.2g} (healthy ~1e-3)",
-                               evidence=ev, fix=f"Lower the LR ~{min(1000, med / 1e-3):.0f}x, or run lr_range_test"))
+    lr_f = _update_ratio_finding(rep, src)
+    if lr_f:
+        out.append(lr_f)
     vg = _vanishing(rep)
     if vg:
         out.append(vg)
@@ -302,6 +298,44 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                            evidence=[Evidence(what="output constant across batch", value=True, source=src)],
                            fix="Look for dead units, an all-zero init or inputs that never reach the output"))
     return out
+
+
+ADAPTIVE = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "AdaGrad", "Adagrad", "RMSprop", "Adafactor", "Lion",
+            "SparseAdam", "Adadelta", "LAMB", "Lamb", "FusedAdam")
+# Adam's first updates are ~lr per element whatever the gradient (bias correction), so the ratio says
+# nothing about the LR until the second-moment estimate has seen some steps.
+STEADY_STEP = 10
+
+
+def _update_ratio_finding(rep: GradNormReport, src: str) -> Finding | None:
+    """The update/weight ratio is ONE signal about the LR: alone it stays below 0.5 (issue 13).
+
+    Judged only in steady state (an adaptive optimizer past its first STEADY_STEP steps); a second,
+    independent signal (a diverging or flat loss, the LR range test) raises it when triage merges them.
+    """
+    weights = [p for p in rep.params if len(p.shape) >= 2 and is_finite(p.update_ratio) and p.update_ratio > 0
+               and not ({"no_update", "lr_zero", "not_in_optimizer"} & set(p.flags))]
+    if not weights:
+        return None
+    adaptive = any((rep.optimizer or "").startswith(a) for a in ADAPTIVE)
+    if adaptive and (rep.step or 0) < STEADY_STEP:
+        return None
+    ratios = sorted(p.update_ratio for p in weights)
+    med = ratios[len(ratios) // 2]
+    ev = [Evidence(what=f"median update/weight ratio (weight matrices) at step {rep.step}", value=med, source=src),
+          Evidence(what="lr", value=weights[0].lr, source="optimizer param group")]
+    if rep.optimizer:
+        ev.append(Evidence(what="optimizer", value=rep.optimizer, source=src))
+    if med < 1e-5:
+        return Finding(failure_mode="lr_too_low", confidence=0.45 if med < 1e-6 else 0.35,
+                       summary=f"updates are tiny: median update/weight ratio {med:.2g} (healthy ~1e-3)", evidence=ev,
+                       fix=f"Confirm with lr_range_test before changing anything; if it agrees, raise the LR "
+                           f"~{min(1000, 1e-3 / med):.0f}x")
+    if med > 1e-1:
+        return Finding(failure_mode="lr_too_high", confidence=0.35,
+                       summary=f"each step rewrites the weights: median update/weight ratio {med:.2g} (healthy ~1e-3)",
+                       evidence=ev, fix="Confirm with lr_range_test (and a diverging loss) before lowering the LR")
+    return None
 
 
 def _vanishing(rep: GradNormReport) -> Finding | None:
@@ -363,7 +397,8 @@ def grad_report_from(raw: dict, **fields) -> GradNormReport:
         modules=_modules(params, raw.get("depth_order", [])),
         activations=[ActivationStat(**a) for a in raw.get("activations", [])],
         output_constant=out.get("constant"), loss_history=raw.get("loss_history", []),
-        grad_norm_history=raw.get("grad_norm_history", []), **fields)
+        grad_norm_history=raw.get("grad_norm_history", []), optimizer=raw.get("optimizer"),
+        clipped=raw.get("clipped"), **fields)
     rep.findings = grad_findings(rep)
     return rep
 
@@ -717,6 +752,8 @@ class InitLossReport(ProbeReport):
     random_input_loss: Num = Field(None, description="after a short training: loss on random inputs")
     real_input_loss: Num = Field(None, description="after the same training: loss on the real inputs")
     random_input_note: str | None = None
+    model_training: bool | None = Field(None, description="model.training as the factory returned it")
+    eval_mode_modules: list[str] = Field(default_factory=list, description="dropout/batch-norm modules in eval mode")
 
     def headline(self) -> str:
         if self.error:
@@ -734,14 +771,17 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     rep = InitLossReport(loss=raw.get("loss"), expected=raw.get("expected"), expected_from=raw.get("expected_from", ""),
                          loss_kind=raw.get("loss_kind"), logit_std=out.get("std"), logit_mean=out.get("mean"),
                          constant_outputs=out.get("constant"), output_is_probability=out.get("is_probability"),
-                         layers=layers, **fields)
+                         layers=layers, model_training=raw.get("training_mode"),
+                         eval_mode_modules=[f"{n} ({t})" for n, t in raw.get("eval_mode_modules", [])], **fields)
     ri = raw.get("random_input") or {}
     rep.random_input_loss, rep.real_input_loss = ri.get("loss_random_inputs"), ri.get("loss_real_inputs")
     rep.random_input_note = ri.get("skipped")
     src = "init_loss_check"
     if is_finite(rep.loss) and is_finite(rep.expected) and rep.expected > 0:
         rep.ratio = rep.loss / rep.expected
-        rep.verdict = "too_high" if rep.ratio > 1.5 else "too_low" if rep.ratio < 0.5 else "ok"
+        # MSE from a default-initialised net is E[y^2] + Var(output): several times E[y^2] is normal there
+        high = 10.0 if rep.loss_kind == "mse_loss" else 1.5
+        rep.verdict = "too_high" if rep.ratio > high else "too_low" if rep.ratio < 0.5 else "ok"
     elif rep.loss is not None and not is_finite(rep.loss):
         rep.findings.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the loss is already non-finite at init",
                                     evidence=[Evidence(what="loss at init", value=rep.loss, source=src)],
@@ -749,7 +789,14 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     ev = [Evidence(what="loss at init", value=rep.loss, source=src),
           Evidence(what="expected", value=rep.expected, source=rep.expected_from),
           Evidence(what="logit std", value=rep.logit_std, source=src)]
-    if rep.verdict == "too_high":
+    mode = eval_mode_finding(rep.model_training, rep.eval_mode_modules, src)
+    if mode:
+        rep.findings.append(mode)
+    if rep.verdict == "too_high" and mode and mode.confidence >= 0.8:
+        # batch-norm layers in eval mode normalise with their untouched running stats (0/1): the output
+        # scale blows up and the initial loss with it, so the mode explains the loss
+        mode.evidence.append(Evidence(what="loss at init / chance", value=rep.ratio, source=src))
+    elif rep.verdict == "too_high":
         big = max((l for l in layers if is_finite(l.gain)), key=lambda l: l.gain, default=None)
         culprit = big if big is not None and big.gain > 4 else (layers[-1] if layers else None)
         if culprit:
@@ -797,6 +844,25 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             evidence=[Evidence(what="loss real inputs", value=rr, source=src), Evidence(what="loss random inputs", value=rd, source=src)],
             fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs"))
     return rep
+
+
+def eval_mode_finding(training: bool | None, eval_modules: list[str], src: str) -> Finding | None:
+    if eval_modules and training is False:
+        return Finding(
+            failure_mode="train_eval_mode", confidence=0.9,
+            summary=f"the model is in eval mode while training, with {len(eval_modules)} dropout/batch-norm "
+                    "modules frozen in eval behaviour",
+            evidence=[Evidence(what="model.training", value=False, source=src)]
+            + [Evidence(what="eval-mode module", value=m, source=src) for m in eval_modules[:4]],
+            fix="Call model.train() before the training steps (an evaluate() that calls model.eval() must switch back)")
+    if eval_modules:
+        return Finding(
+            failure_mode="train_eval_mode", confidence=0.7,
+            summary=f"{len(eval_modules)} dropout/batch-norm submodules are in eval mode inside a model in train mode",
+            evidence=[Evidence(what="eval-mode module", value=m, source=src) for m in eval_modules[:4]],
+            fix="Find the .eval() call on the submodule; call model.train() on the whole model before training "
+                "(fine if you froze a pretrained backbone's batch-norm on purpose)")
+    return None
 
 
 async def init_loss_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,
@@ -860,6 +926,26 @@ class DataCheckReport(ProbeReport):
                 f"{self.label_slot}, model in {'train' if self.model_training else 'eval'} mode")
 
 
+# A feature that predicts the label well is what good data looks like; leakage is the label itself or
+# something computed from it, which leaves (almost) no within-class spread at all.
+NEAR_EXACT = 0.999
+
+
+def _leakage_finding(i: InputStat, src: str) -> Finding | None:
+    share = i.leak_label_explained
+    if not is_finite(share) or (share < NEAR_EXACT and not i.leak_exact_copy):
+        return None
+    return Finding(
+        failure_mode="data_leakage", confidence=0.95 if i.leak_exact_copy else 0.75,
+        summary=(f"feature {i.leak_feature} of {i.name} is " + ("an exact copy of the label" if i.leak_exact_copy
+                 else f"a near-exact function of the label ({share:.2%} of its variance, almost no spread within a class)")),
+        evidence=[Evidence(what=f"{i.name}[:, {i.leak_feature}] label variance explained", value=share, source=src),
+                  Evidence(what="exact copy of the label", value=bool(i.leak_exact_copy), source=src)],
+        fix=(f"Remove column {i.leak_feature} from the inputs if it is the target or computed from it (a column "
+             "derived after the outcome); a genuinely predictive feature is fine"),
+        location=f"{i.name}[:, {i.leak_feature}]")
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -885,15 +971,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                                         evidence=[Evidence(what=f"{i.name} NaN / Inf", value=f"{i.nan} / {i.inf}", source=src)],
                                         fix="Find the rows in the raw data / preprocessing (division, log) and drop or repair them",
                                         location=i.name))
-        if is_finite(i.leak_label_explained) and i.leak_label_explained >= 0.97:
-            rep.findings.append(Finding(
-                failure_mode="data_leakage", confidence=0.95 if i.leak_exact_copy else 0.8,
-                summary=(f"feature {i.leak_feature} of {i.name} alone explains {i.leak_label_explained:.1%} of the label"
-                         + (" (it IS the label)" if i.leak_exact_copy else "")),
-                evidence=[Evidence(what=f"{i.name}[:, {i.leak_feature}] label variance explained", value=i.leak_label_explained, source=src),
-                          Evidence(what="exact copy of the label", value=bool(i.leak_exact_copy), source=src)],
-                fix=f"Remove column {i.leak_feature} from the inputs (the target column was kept in the feature table)",
-                location=f"{i.name}[:, {i.leak_feature}]"))
+        leak = _leakage_finding(i, src)
+        if leak:
+            rep.findings.append(leak)
         lo_hi = i.feature_mean_range + i.feature_std_range
         if len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
                 max(abs(lo_hi[0]), abs(lo_hi[1])) > 10 or lo_hi[3] > 20):
@@ -910,19 +990,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
             summary=f"labels are imbalanced: the majority class is {rep.labels.majority_frac:.0%} of the batches checked",
             evidence=[Evidence(what="imbalance ratio", value=rep.labels.imbalance_ratio, source=src)],
             fix="Use a weighted loss or resampling, and judge by per-class metrics, not accuracy"))
-    if rep.eval_mode_modules and rep.model_training is False:
-        rep.findings.append(Finding(
-            failure_mode="train_eval_mode", confidence=0.9,
-            summary=f"the model is in eval mode while training, with {len(rep.eval_mode_modules)} dropout/batch-norm modules frozen in eval behaviour",
-            evidence=[Evidence(what="model.training", value=False, source=src)]
-            + [Evidence(what="eval-mode module", value=m, source=src) for m in rep.eval_mode_modules[:4]],
-            fix="Call model.train() before the training steps (an evaluate() that calls model.eval() must switch back)"))
-    elif rep.eval_mode_modules:
-        rep.findings.append(Finding(
-            failure_mode="train_eval_mode", confidence=0.7,
-            summary=f"{len(rep.eval_mode_modules)} dropout/batch-norm submodules are in eval mode inside a model in train mode",
-            evidence=[Evidence(what="eval-mode module", value=m, source=src) for m in rep.eval_mode_modules[:4]],
-            fix="Find the .eval() call on the submodule; call model.train() on the whole model before training"))
+    mode = eval_mode_finding(rep.model_training, rep.eval_mode_modules, src)
+    if mode:
+        rep.findings.append(mode)
     r, p, i0 = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels, rep.held_out_loss_at_init
     if all(is_finite(v) for v in (r, p, i0)) and r > p - 0.05 * i0 and r > 0.95 * i0:
         rep.findings.append(Finding(
@@ -1022,12 +1092,15 @@ async def _run_script(workspace_root: Path, command: list[str], mode: str, args:
     argv = script_argv(command, interp)
     pp = os.environ.get("PYTHONPATH", "")
     env = {"PYTHONPATH": str(INJECT_DIR) + (os.pathsep + pp if pp else ""), "MLTRIAGE_MODE": mode}
+    args = {**args, "_stack_dump_after_s": stack_dump_after(timeout_s)}
     outcome = await run_probe("mltriage_script", {"mode": mode, **args}, workspace_root=workspace_root, python=interp,
                               timeout_s=timeout_s, on_progress=on_progress, env=env, command=argv)
     reports = outcome.reports
     if not reports:
         if outcome.timed_out or outcome.crashed_by:
             raise _infrastructure_error(outcome, timeout_s, what)
+        if "Traceback" in (outcome.stderr_tail or ""):
+            raise ScriptCrashed(outcome)
         raise TriageError(f"{what}: the script exited with code {outcome.returncode} before any optimizer step was seen"
                           f"{_stderr_hint(outcome)}",
                           "Check the command runs by itself and trains with a torch.optim optimizer; "
@@ -1039,20 +1112,50 @@ def _script_fields(command, oc):
     return {"mode": "script", "command": command, "python": oc.python, "duration_s": oc.duration_s}
 
 
+class ScriptCrashed(Exception):
+    """The user's script raised before the instruments had anything to report: the traceback is the finding."""
+
+    def __init__(self, outcome: ProbeOutcome):
+        self.outcome = outcome
+
+
+def _innermost_user_frame(stderr: str) -> str | None:
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', stderr)
+    theirs = [f for f in frames if "/torch/" not in f[0] and "mltriage_" not in f[0] and "/lib/python" not in f[0]]
+    return f"{theirs[-1][0]}:{theirs[-1][1]} in {theirs[-1][2]}" if theirs else None
+
+
 def _script_crash(oc: ProbeOutcome, rep: ProbeReport) -> None:
-    """A script that raised after the instruments answered: its traceback is a finding too."""
+    """A script that raised: its traceback is the strongest evidence there is, so it leads (0.9)."""
     if oc.returncode not in (0, None) and "Traceback" in (oc.stderr_tail or ""):
         tail = oc.stderr_tail.strip().splitlines()
-        last = tail[-1] if tail else ""
-        mode = "shape_mismatch" if SHAPE_WORDS.search(last) else "exception"
-        rep.findings.append(Finding(failure_mode=mode, confidence=0.8, summary=f"the script exited with code {oc.returncode}: {last[:300]}",
-                                    evidence=[Evidence(what="stderr last line", value=last[:300], source="script stderr")],
+        last = next((l for l in reversed(tail) if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", l)), tail[-1] if tail else "")
+        mode = crash_mode(last)
+        where = _innermost_user_frame(oc.stderr_tail)
+        rep.findings.append(Finding(failure_mode=mode, confidence=0.9,
+                                    summary=f"the script crashed (exit code {oc.returncode}): {last[:300]}",
+                                    evidence=[Evidence(what="exception", value=last[:300], source="script stderr")]
+                                    + ([Evidence(what="innermost frame of your code", value=where, source="script stderr")]
+                                       if where else []),
+                                    location=where,
                                     fix="Read the traceback (stderr tail) and fix the line it names"))
 
 
+def crash_mode(message: str) -> str:
+    """shape_mismatch for the messages torch raises about shapes, oom for memory, exception otherwise."""
+    if re.search(r"out of memory|CUDA error: out of memory|DefaultCPUAllocator: can't allocate", message, re.I):
+        return "oom"
+    return "shape_mismatch" if SHAPE_WORDS.search(message) else "exception"
+
+
 async def _script_grad(workspace_root, command, steps, python, timeout_s, on_progress) -> GradNormReport:
-    reports, oc = await _run_script(workspace_root, command, "grad", {"step": steps}, python, timeout_s, on_progress,
-                                    "grad_norm_snapshot")
+    try:
+        reports, oc = await _run_script(workspace_root, command, "grad", {"step": steps}, python, timeout_s,
+                                        on_progress, "grad_norm_snapshot")
+    except ScriptCrashed as e:
+        rep = GradNormReport(**_script_fields(command, e.outcome))
+        _script_crash(e.outcome, rep)
+        return rep
     ranked = sorted(reports.values(), key=lambda r: r.get("rank") or 0)
     snap = next((r for r in ranked if r.get("params")), None)
     if snap is None:
@@ -1060,6 +1163,19 @@ async def _script_grad(workspace_root, command, steps, python, timeout_s, on_pro
         raise TriageError(f"grad_norm_snapshot: the script made {seen} optimizer steps, fewer than step={steps}"
                           f"{_stderr_hint(oc)}", "Ask for an earlier step or let the script run longer")
     rep = grad_report_from(snap, **_script_fields(command, oc))
+    zb = snap.get("zeroed_before_step") or 0
+    if zb and zb >= (snap.get("step") or 1):
+        # grads wiped between backward() and step() look like a cut graph; the cause is the call order
+        rep.findings = [f for f in rep.findings if f.failure_mode not in ("broken_graph", "frozen_params")]
+        rep.findings.insert(0, Finding(
+            failure_mode="missing_zero_grad", confidence=0.9,
+            summary=(f"zero_grad() ran after backward() and before optimizer.step() in {zb} of {snap.get('step')} "
+                     "steps: every step applies a zero (or None) gradient, so the weights never learn"),
+            evidence=[Evidence(what="steps whose gradients were zeroed between backward and step", value=zb,
+                               source="script instruments"),
+                      Evidence(what="global grad norm at step", value=rep.global_grad_norm, source="script instruments")],
+            fix="Call optimizer.zero_grad() before loss.backward() (or right after optimizer.step()), never between them",
+            avoid="Do not raise the LR or rebuild the optimizer: the gradients are computed, then wiped before the step"))
     mz = snap.get("missing_zero_grad")
     if mz:
         rep.findings.append(Finding(
@@ -1074,8 +1190,13 @@ async def _script_grad(workspace_root, command, steps, python, timeout_s, on_pro
 
 
 async def _script_nan(workspace_root, command, max_steps, python, timeout_s, on_progress) -> NanHookReport:
-    reports, oc = await _run_script(workspace_root, command, "nan", {"max_steps": max_steps}, python, timeout_s,
-                                    on_progress, "nan_hook_run")
+    try:
+        reports, oc = await _run_script(workspace_root, command, "nan", {"max_steps": max_steps}, python, timeout_s,
+                                        on_progress, "nan_hook_run")
+    except ScriptCrashed as e:
+        rep = NanHookReport(**_script_fields(command, e.outcome))
+        _script_crash(e.outcome, rep)
+        return rep
     order = {"forward": 0, "loss": 1, "backward": 2, "optimizer_step": 3}
     ranked = sorted(reports.values(), key=lambda r: r.get("rank") or 0)
     hits = [r for r in ranked if r.get("found")]

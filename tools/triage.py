@@ -6,16 +6,20 @@ A step whose finding is decisive (confidence >= DECISIVE) ends the probing; the 
 log are always read because they are cheap and they corroborate.
 """
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.report import Evidence, Finding, Report
 
 DECISIVE = 0.8
+# A short run, not one step: update ratios mean nothing at Adam's first step (see probes.STEADY_STEP).
+GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
 PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_norm_snapshot", "data_check"})
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
@@ -75,6 +79,9 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
     """One finding per failure mode, ranked; corroboration by a second step raises confidence."""
     by_mode: dict[str, tuple[Finding, set[str], bool]] = {}
     for step, f in found:
+        # the script run of a probe measures the same signal, and tail_log and log_metrics read the same
+        # file: neither is independent corroboration
+        step = "log" if step in ("tail_log", "log_metrics") else step.split(":")[0]
         probe = step in PROBES
         if f.failure_mode not in by_mode:
             by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, probe)
@@ -93,7 +100,7 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         merged.location = lead.location or other.location
         by_mode[f.failure_mode] = (merged, steps | {step}, probe or best_probe)
     # the cause nan_hook_run attributed a NaN to outranks the NaN itself (the symptom)
-    cause = next((f for step, f in found if step == "nan_hook_run" and f.failure_mode != "nan_inf"
+    cause = next((f for step, f in found if step.startswith("nan_hook_run") and f.failure_mode != "nan_inf"
                   and f.confidence >= DECISIVE), None)
     if cause is not None and "nan_inf" in by_mode:
         nan, steps, probe = by_mode["nan_inf"]
@@ -104,74 +111,152 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
     return [f for f in ranked if f.failure_mode != "healthy"] or ranked
 
 
-# A step gets its timeout in seconds; `cap` is the timeout it gets when the budget is not the limit.
-StepFn = Callable[[float], Awaitable[Report]]
+# A step gets its timeout in seconds and a progress callback; `cap` is its timeout when the budget is not the limit.
+StepFn = Callable[..., Awaitable[Report]]
 Step = tuple[str, StepFn, float]
+# Cheap checks that always run, whatever an earlier step found: the static scan and the log corroborate,
+# init_loss_check carries the model's train/eval mode, the short grad snapshot the optimizer's coverage.
+ALWAYS = frozenset({"static_scan", "tail_log", "log_metrics", "init_loss_check", "grad_norm_snapshot"})
+# Steps whose findings are hypotheses to confirm, not measurements of the model.
+READ_ONLY = frozenset({"static_scan", "tail_log", "log_metrics"})
+
+
+class Skip(Exception):
+    """A step that decides, from what earlier steps saw, that it has nothing to add."""
+
+
+class _Progress:
+    """What a probe reported while it ran: a probe that completes steps is slow, not hung."""
+
+    def __init__(self):
+        self.ticks, self.last = 0, None
+
+    async def __call__(self, progress, total=None, message=None):
+        if self.last is None or progress != self.last:
+            self.ticks += 1
+        self.last = progress
 
 
 async def triage(
     steps: list[Step],
     budget_s: float = 180.0,
     on_progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
-    always: frozenset[str] = frozenset({"static_scan", "tail_log", "log_metrics"}),
+    always: frozenset[str] = ALWAYS,
     next_steps: Callable[[list[Finding], frozenset[str]], list[NextStep]] | None = None,
 ) -> TriageReport:
-    """Run `steps` (name, async fn(timeout_s) -> Report, cap_s) in tree order under a wall-clock budget.
+    """Run `steps` (name, async fn(timeout_s, on_progress) -> Report, cap_s) in tree order under a wall-clock budget.
 
-    After a decisive finding only the steps in `always` still run. A step that times out at its full
-    cap is evidence of a hang; one cut short by the budget is not.
+    A decisive probe finding (>= DECISIVE) ends the probing: only the cheap `always` steps still run. A decisive
+    finding of the static scan or the log is a hypothesis: after it only the probe that confirms it still runs
+    (besides `always`). A step that times out is a hang only if it completed no step (judged from its progress,
+    not its wall clock), with where it waited when the probe's stack dump shows it.
     """
     start = time.monotonic()
     ran: list[TriageStep] = []
     found: list[tuple[str, Finding]] = []
     decisive: str | None = None
+    confirm: set[str] = set()
     for i, (name, fn, cap) in enumerate(steps):
         if on_progress:
             await on_progress(i, len(steps), f"triage: {name}")
         left = budget_s - (time.monotonic() - start)
-        if (decisive and name not in always) or left < min(cap, 5.0):
-            why = f"skipped: decisive finding from {decisive}" if decisive else "skipped: budget used up"
-            ran.append(TriageStep(name=name, status="skipped", seconds=0.0, summary=why))
+        base = name.split(":")[0]
+        skip_why = None
+        if decisive and (base not in always or any(f.failure_mode == "hang" for _, f in found)):
+            skip_why = f"skipped: decisive finding from {decisive}"
+        elif confirm and base not in always and base not in confirm:
+            skip_why = f"skipped: the static/log finding is confirmed by {', '.join(sorted(confirm))} instead"
+        elif left < min(cap, 5.0):
+            skip_why = "skipped: budget used up"
+        if skip_why:
+            ran.append(TriageStep(name=name, status="skipped", seconds=0.0, summary=skip_why))
             continue
         t = time.monotonic()
+        prog = _Progress()
         try:
-            report = await fn(min(cap, left))
-        except TriageError as e:
-            status = "timeout" if "did not finish" in str(e) else "error"
-            ran.append(TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=str(e)[:500]))
-            if status == "timeout" and left >= cap:
-                found.append((name, _timeout_finding(name, str(e))))
+            with anyio.fail_after(max(1.0, left + 5.0)):
+                report = await fn(min(cap, left), prog)
+        except Skip as e:
+            ran.append(TriageStep(name=name, status="skipped", seconds=time.monotonic() - t, summary=f"skipped: {e}"))
+            continue
+        except (TriageError, TimeoutError) as e:
+            msg = str(e) or "the step did not finish within the budget"
+            status = "timeout" if isinstance(e, TimeoutError) or "did not finish" in msg else "error"
+            ran.append(TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=msg[:500]))
+            if status == "timeout" and left >= cap:  # cut short by the budget says nothing
+                f = _timeout_finding(name, msg, prog.ticks)
+                if f is not None:
+                    found.append((name, f))
+                    # every later probe runs the same data and steps: it would wait just as long
+                    decisive = decisive or name
             continue
         real = [f for f in report.findings if f.failure_mode != "healthy"]
         found += [(name, f) for f in report.findings]
         ran.append(TriageStep(name=name, status="ok", seconds=time.monotonic() - t,
                               summary=report.headline()[:500], findings=[f.failure_mode for f in real]))
-        if decisive is None and name not in always and any(f.confidence >= DECISIVE for f in real):
-            decisive = name
+        strong = [f for f in real if f.confidence >= DECISIVE]
+        if decisive is None and strong:
+            if base in READ_ONLY:
+                confirm |= {NEXT_FOR.get(f.failure_mode, ("",))[0] for f in strong}
+            elif base not in always:
+                decisive = name
     if on_progress:
         await on_progress(len(steps), len(steps), "triage: done")
     findings = merge_findings(found)
     healthy = not findings or findings[0].failure_mode == "healthy"
     if healthy:
         checked = [s.name for s in ran if s.status == "ok"]
-        findings = [Finding(failure_mode="healthy", confidence=0.7 if len(checked) >= 4 else 0.4,
-                            summary=f"no failure found by {', '.join(checked) or 'any step'}",
-                            evidence=[Evidence(what="steps that ran clean", value=len(checked), source="triage")],
-                            fix="Nothing to fix by these checks; if the run still disappoints, read the curve "
-                                "(log_metrics with plot=True) and compare against a baseline run.")]
+        probes_ok = [n for n in checked if n.split(":")[0] not in READ_ONLY]
+        if not checked:
+            findings = [Finding(failure_mode="healthy", confidence=0.0,
+                                summary="nothing was checked: every step was skipped or failed (see steps)",
+                                evidence=[Evidence(what="steps that ran clean", value=0, source="triage")],
+                                fix="Raise budget_s or fix the errors the steps report, then triage again")]
+        else:
+            findings = [Finding(failure_mode="healthy", confidence=0.7 if len(probes_ok) >= 3 else 0.4,
+                                summary=f"no failure found by {', '.join(checked)}",
+                                evidence=[Evidence(what="steps that ran clean", value=len(checked), source="triage")],
+                                fix="Nothing to fix by these checks; if the run still disappoints, read the curve "
+                                    "(log_metrics with plot=True) and compare against a baseline run.")]
     return TriageReport(findings=findings, healthy=healthy, decisive_step=decisive, steps=ran,
                         next_steps=next_steps(findings, frozenset(s.name for s in ran if s.status == "ok"))
                         if next_steps else [], budget_s=budget_s,
                         elapsed_s=time.monotonic() - start)
 
 
-def _timeout_finding(step: str, message: str) -> Finding:
-    """A probe that never returns is itself evidence: the training step hangs."""
-    return Finding(failure_mode="hang", confidence=0.75,
-                   summary=f"{step} did not finish: a training step or the data loader blocks",
-                   evidence=[Evidence(what="probe outcome", value="timeout", source=step)],
-                   fix="Run the script with process_check(stack=True) or live_status(what=['stack']) while it "
-                       "hangs and read where it waits (data-loader queue, lock, collective).")
+WAITS = re.compile(r"\b(get|wait|acquire|_poll|poll|select|recv|accept|sleep|join|read|_recv_bytes|"
+                   r"_try_get_data|_get_data|barrier|all_reduce|communicate)\b")
+
+
+def stack_of(message: str) -> list[str]:
+    """The main thread's frames (innermost first) from a faulthandler dump in a probe's stderr tail."""
+    lines = message.splitlines()
+    starts = [i for i, l in enumerate(lines) if re.match(r"(Current thread|Thread) 0x", l)]
+    if not starts:
+        return []
+    blocks = [lines[a + 1:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+    # the main thread is the one whose outermost frame is the script's <module>
+    block = next((b for b in blocks if any("in <module>" in l for l in b)), blocks[-1])
+    return [l.strip() for l in block if l.strip().startswith("File ")]
+
+
+def _timeout_finding(step: str, message: str, ticks: int) -> Finding | None:
+    """A probe that never completes a step is evidence of a hang; one that made progress was only slow."""
+    if ticks > 1:
+        return None
+    frames = stack_of(message)
+    wait = next((f for f in frames if WAITS.search(f)), None)
+    user = next((f for f in frames if "/torch/" not in f and "/mltriage_" not in f and "/lib/python" not in f), None)
+    where = (user or wait or "").replace("File ", "")
+    ev = [Evidence(what="probe outcome", value="timeout with no completed step", source=step)]
+    if wait:
+        ev.append(Evidence(what="innermost wait in the stack dump", value=wait.replace("File ", "")[:200], source=step))
+    return Finding(failure_mode="hang", confidence=0.85 if wait else 0.6,
+                   summary=(f"{step} completed no step before its timeout"
+                            + (f": it waits in {where[:160]}" if where else ": a training step or the data loader blocks")),
+                   evidence=ev, location=where[:200] or None,
+                   fix="Read where it waits (process_check(stack=True) on the real run): a data-loader queue with no "
+                       "producer, a lock, a collective one rank never reaches; fix that wait, not the timeout")
 
 
 NEXT_FOR = {
@@ -199,7 +284,7 @@ NEXT_FOR = {
 
 
 def suggest_next(findings: list[Finding], target: str | None, log_path: str | None,
-                 already_ran: frozenset[str] = frozenset()) -> list[NextStep]:
+                 already_ran: frozenset[str] = frozenset(), command: list[str] | None = None) -> list[NextStep]:
     steps: list[NextStep] = []
     for f in findings[:2]:
         if f.failure_mode == "healthy":
@@ -247,35 +332,68 @@ async def run_triage(
     on_progress=None,
     target_label: str | None = None,
 ) -> TriageReport:
-    """The decision tree over whatever the caller could give: a target factory, a command, a log, sources."""
-    import anyio
+    """The decision tree over whatever the caller could give: a target factory, a command, a log, sources.
 
+    With both a target and a command, both run: the factory probes measure the model, data and loss; the
+    user's own script, run for a bounded number of steps under the instruments, shows what lives only in
+    the loop (step order, schedules, a crash on the second batch).
+    """
     from tools import probes
     from tools.logs import log_metrics, tail_log
     from tools.static_scan import static_scan
 
-    async def in_thread(fn, *args):
-        return await anyio.to_thread.run_sync(lambda: fn(*args))
-
-    steps: list[Step] = [("static_scan", lambda t: in_thread(static_scan, sources or []), 30.0)]
-    if log_file is not None:
-        steps.append(("tail_log", lambda t: in_thread(tail_log, log_file, 80), 30.0))
-        steps.append(("log_metrics", lambda t: in_thread(log_metrics, log_file), 60.0))
-    w, py = workspace_root, python
-    if target:
-        steps += [
-            ("nan_hook_run", lambda t: probes.nan_hook_run(w, target, None, 50, py, t), 60.0),
-            ("init_loss_check", lambda t: probes.init_loss_check(w, target, py, t), 45.0),
-            ("overfit_test", lambda t: probes.overfit_test(w, target, 200, None, py, t), 60.0),
-            ("grad_norm_snapshot", lambda t: probes.grad_norm_snapshot(w, target, None, 1, py, t), 45.0),
-            ("data_check", lambda t: probes.data_check(w, target, py, t), 45.0),
-        ]
-    elif command:
-        steps += [
-            ("nan_hook_run", lambda t: probes.nan_hook_run(w, None, command, 50, py, t), 90.0),
-            ("grad_norm_snapshot", lambda t: probes.grad_norm_snapshot(w, None, command, 1, py, t), 90.0),
-        ]
     if not target and not command and log_file is None and not sources:
         raise TriageError("nothing to triage", "Pass at least one of target, command, log_path or source_paths")
+
+    async def in_thread(fn, *args):
+        return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+
+    w, py = workspace_root, python
+    seen: dict[str, Report] = {}
+
+    def keep(name, coro_fn):
+        async def run(t, prog):
+            rep = await coro_fn(t, prog)
+            seen[name] = rep
+            return rep
+        return run
+
+    def log_loss():
+        lm = seen.get("log_metrics")
+        return next((x for x in lm.series if x.name == lm.loss_series), None) if lm else None
+
+    def nan_steps() -> int:
+        """Far enough to reach the first non-finite step the log shows, bounded; a short look otherwise."""
+        loss = log_loss()
+        first = loss.first_nonfinite_step if loss is not None else None
+        return int(min(400, max(20, first + 10))) if isinstance(first, (int, float)) else 20
+
+    async def target_nan(t, prog):
+        loss = log_loss()
+        if loss is not None and loss.nonfinite == 0 and (loss.count or 0) >= 10:
+            raise Skip(f"the log's {loss.name} series stays finite over {loss.count} points")
+        return await probes.nan_hook_run(w, target, None, 50, py, t, prog)
+
+    steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
+    if log_file is not None:
+        steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(tail_log, log_file, 80)), 30.0))
+        steps.append(("log_metrics", keep("log_metrics", lambda t, p: in_thread(log_metrics, log_file)), 60.0))
+    if target:
+        steps += [
+            ("init_loss_check", lambda t, p: probes.init_loss_check(w, target, py, t, p), 45.0),
+            ("grad_norm_snapshot", lambda t, p: probes.grad_norm_snapshot(w, target, None, GRAD_STEPS, py, t, p), 45.0),
+        ]
+    if command:
+        steps += [
+            ("grad_norm_snapshot:script",
+             lambda t, p: probes.grad_norm_snapshot(w, None, command, GRAD_STEPS, py, t, p), 90.0),
+            ("nan_hook_run:script", lambda t, p: probes.nan_hook_run(w, None, command, nan_steps(), py, t, p), 90.0),
+        ]
+    if target:
+        steps += [
+            ("nan_hook_run", target_nan, 60.0),
+            ("overfit_test", lambda t, p: probes.overfit_test(w, target, 200, None, py, t, p), 60.0),
+            ("data_check", lambda t, p: probes.data_check(w, target, py, t, p), 45.0),
+        ]
     return await triage(steps, budget_s, on_progress,
-                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran))
+                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command))

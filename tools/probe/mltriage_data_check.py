@@ -10,10 +10,9 @@ import copy
 import torch
 
 import mltriage_torch as T
+from mltriage_init_loss import eval_mode_modules
 from mltriage_io import UserCodeError, main
 from mltriage_target import load_target
-
-NORM_TYPES = ("Dropout", "BatchNorm", "InstanceNorm", "AlphaDropout", "FeatureAlphaDropout", "SyncBatchNorm")
 
 
 def _distinct_batches(target, n):
@@ -169,8 +168,7 @@ def run(job):
             v = T.to_floats(y.float().mean(), y.float().std(), torch.isnan(y).sum(), torch.isinf(y).sum())
             lab.update(mean=v[0], std=v[1], nan=int(v[2]), inf=int(v[3]))
         report["labels"] = lab
-    dn = [(n or "(root)", type(m).__name__) for n, m in model.named_modules()
-          if type(m).__name__.startswith(NORM_TYPES) and not m.training]
+    dn = eval_mode_modules(model)
     report["model_training"] = model.training
     report["eval_mode_modules"] = dn[:20]
     if label is not None:

@@ -67,6 +67,28 @@ def assemble(named, grads_idx, gvals, wvals, uvals, lr_of, owner) -> list:
     return rows
 
 
+def first_step_dead(params) -> set:
+    """ids of parameters with no or an all-zero gradient at the FIRST step (one host sync).
+
+    A graph cut shows from the first step on; gradients that die later (saturation after a divergence)
+    are a consequence, flagged `grad_died`, not a cut.
+    """
+    params = list(params)
+    with_grad = [p for p in params if p.grad is not None]
+    vals = T.norms([p.grad for p in with_grad]).tolist() if with_grad else []
+    zero = {id(p) for p, v in zip(with_grad, vals) if v == 0.0}
+    return zero | {id(p) for p in params if p.grad is None and p.requires_grad}
+
+
+def mark_died(rows: list, named: list, dead_at_first: set | None) -> list:
+    if dead_at_first is None:
+        return rows
+    for row, (_, p) in zip(rows, named):
+        if id(p) not in dead_at_first and ({"grad_none", "grad_zero"} & set(row["flags"])):
+            row["flags"] = [f for f in row["flags"] if f not in ("grad_none", "grad_zero")] + ["grad_died"]
+    return rows
+
+
 def run(job):
     a = job.args
     steps = max(1, int(a.get("steps", 1)))
@@ -86,6 +108,7 @@ def run(job):
             out_vec.append(T._act_vector(t.detach(), "output", "output"))
 
     snap = None
+    dead_at_first = None
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
         last = step == steps - 1
@@ -120,6 +143,8 @@ def run(job):
             gnorms.append(snap[1].norm() if snap[1].numel() else torch.zeros(()))
         else:
             loss = fwd_bwd()
+            if step == 0:
+                dead_at_first = first_step_dead(model.parameters())
             losses.append(loss.detach().reshape(()).float())
             gnorms.append(T.global_norm([p.grad for p in model.parameters() if p.grad is not None]))
             try:
@@ -142,7 +167,7 @@ def run(job):
     if out_vec:
         mean, std, zero, _, _, const, _ = vals[o:o + 7]
         output = {"mean": mean, "std": std, "zero_frac": zero, "constant": const > 0.5}
-    rows = assemble(named, grads_idx, gvals, wvals, uvals, lr_of, owner)
+    rows = mark_died(assemble(named, grads_idx, gvals, wvals, uvals, lr_of, owner), named, dead_at_first)
     return {"mode": "target", "step": steps, "global_grad_norm": gn_hist[-1], "params": rows,
             "depth_order": recorder.module_order, "activations": acts, "output": output,
             "loss_history": loss_hist, "grad_norm_history": gn_hist, "optimizer": type(opt).__name__,

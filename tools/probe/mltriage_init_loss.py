@@ -39,6 +39,27 @@ def expected_loss(spy, target, out_width):
     return None, "unknown loss: pass num_classes/task in the target or use a standard torch loss"
 
 
+NORM_TYPES = ("Dropout", "BatchNorm", "InstanceNorm", "AlphaDropout", "FeatureAlphaDropout", "SyncBatchNorm")
+
+
+def eval_mode_modules(model) -> list:
+    """Dropout/batch-norm modules that would behave as at evaluation: cheap, so it runs at every triage.
+
+    A frozen part (every parameter of the module, or of its parent for a dropout, has requires_grad=False)
+    is left out: a pretrained backbone kept in eval mode on purpose is not a bug.
+    """
+    mods = dict(model.named_modules())
+
+    def frozen(name, m):
+        ps = list(m.parameters())
+        if not ps and "." in name:
+            ps = list(mods[name.rsplit(".", 1)[0]].parameters())
+        return bool(ps) and not any(p.requires_grad for p in ps)
+
+    return [[n or "(root)", type(m).__name__] for n, m in mods.items()
+            if type(m).__name__.startswith(NORM_TYPES) and not m.training and not frozen(n, m)][:20]
+
+
 def run(job):
     a = job.args
     n_batches = int(a.get("batches", 4))
@@ -92,7 +113,8 @@ def run(job):
     expected, derivation = expected_loss(spy, target, out_width)
     report = {"loss": loss, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
-              "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training}
+              "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training,
+              "eval_mode_modules": eval_mode_modules(model)}
     report["random_input"] = random_input_test(target, model, batches, spy, train_steps)
     return report
 

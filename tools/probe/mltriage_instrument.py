@@ -117,6 +117,9 @@ class _State:
                 self.args = json.load(f)
         except OSError:
             self.args = {}
+        if self.args.get("_stack_dump_after_s"):
+            import faulthandler
+            faulthandler.dump_traceback_later(float(self.args["_stack_dump_after_s"]), exit=False, file=sys.stderr)
         self.rank = int(os.environ["RANK"]) if os.environ.get("RANK", "").isdigit() else None
         self.max_steps = int(self.args.get("max_steps", 200))
         self.snap_step = int(self.args.get("step", 1))
@@ -128,6 +131,11 @@ class _State:
         self.last_grads = None
         self.grad_hist: list = []
         self.zero_grad_calls = 0
+        # order of the last backward() and zero_grad() calls: zero_grad between backward and step wipes the step
+        self.seq, self.last_zero_seq, self.last_backward_seq = 0, -1, -1
+        self.zeroed_before_step = 0
+        self.dead_at_first = None
+        self.clipped = False
         self.bwd_hook = None
         self.recorder = None
         self.snap = None
@@ -141,6 +149,8 @@ class _State:
         om.register_optimizer_step_pre_hook(self._step_pre)
         om.register_optimizer_step_post_hook(self._step_post)
         self._count_zero_grad(torch)
+        self.preclip = None             # (param ids, norms before clipping, total) of the current step
+        self._wrap_clip(torch)
         atexit.register(self.finish)
 
     # ------------------------------------------------------------ bookkeeping
@@ -151,9 +161,41 @@ class _State:
 
             def zero_grad(obj, *a, _orig=orig, **k):
                 self.zero_grad_calls += 1
+                self.seq += 1
+                self.last_zero_seq = self.seq
                 return _orig(obj, *a, **k)
 
             cls.zero_grad = zero_grad
+        orig_bwd = torch.Tensor.backward
+
+        def backward(t, *a, _orig=orig_bwd, **k):
+            self.seq += 1
+            self.last_backward_seq = self.seq
+            return _orig(t, *a, **k)
+
+        torch.Tensor.backward = backward
+
+    def _wrap_clip(self, torch):
+        """Record gradient norms BEFORE clip_grad_norm_ rescales them: clipping hides an explosion."""
+        from torch.nn.utils import clip_grad as cg
+        orig = cg.clip_grad_norm_
+
+        def clip_grad_norm_(parameters, *a, _orig=orig, **k):
+            if self.done:
+                return _orig(parameters, *a, **k)
+            if self.mode != "grad":
+                # its max_norm / total_norm is inf for max_norm=inf (then clamped to 1): not the run's NaN
+                self._stop_watch()
+                return _orig(parameters, *a, **k)
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            with_grad = [p for p in params if p.grad is not None]
+            norms = self.T.norms([p.grad for p in with_grad]) if with_grad else None
+            total = _orig(params, *a, **k)
+            self.preclip = ([id(p) for p in with_grad], norms, total)
+            return total
+
+        cg.clip_grad_norm_ = clip_grad_norm_
+        torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
 
     def _names(self):
         """Qualified names of modules and parameters, from the root modules the forward hooks saw."""
@@ -353,7 +395,17 @@ class _State:
         T, torch = self.T, self.torch
         params = self._opt_params(opt)
         grads = [p.grad for p in params if p.grad is not None]
-        self.grad_hist.append(T.global_norm(grads) if grads else torch.zeros(()))
+        if self.last_backward_seq >= 0 and self.last_zero_seq > self.last_backward_seq:
+            self.zeroed_before_step += 1
+        pre, self.preclip = self.preclip, None
+        if pre is not None and isinstance(pre[2], torch.Tensor):
+            self.grad_hist.append(pre[2].detach().reshape(()).float())
+            self.clipped = True
+        else:
+            self.grad_hist.append(T.global_norm(grads) if grads else torch.zeros(()))
+        if self.steps == 1 and self.snap_step > 1:
+            from mltriage_grad_norm import first_step_dead
+            self.dead_at_first = first_step_dead(params)
         if self.steps != self.snap_step:
             self._progress(f"step {self.steps}")
             return
@@ -379,8 +431,13 @@ class _State:
                 seen.add(id(p))
                 named.append((pnames.get(id(p), f"param{len(named)}"), p))
         idx = [i for i, (_, p) in enumerate(named) if p.grad is not None]
+        g = T.norms([named[i][1].grad for i in idx])
+        if pre is not None and pre[1] is not None and idx:
+            pos = {pid: j for j, pid in enumerate(pre[0])}
+            g = torch.stack([pre[1][pos[id(named[i][1])]] if id(named[i][1]) in pos else g[k]
+                             for k, i in enumerate(idx)])
         self.snap = {"named": named, "owner": owner, "idx": idx, "opt": opt,
-                     "g": T.norms([named[i][1].grad for i in idx]), "w": T.norms([p for _, p in named]),
+                     "g": g, "w": T.norms([p for _, p in named]),
                      "before": [p.detach().clone() for _, p in named]}
 
     def _grad_post(self, opt):
@@ -388,7 +445,7 @@ class _State:
             return
         T, torch = self.T, self.torch
         s, self.snap = self.snap, None
-        from mltriage_grad_norm import assemble, optimizer_groups
+        from mltriage_grad_norm import assemble, mark_died, optimizer_groups
         named = s["named"]
         u = T.norms(torch._foreach_sub([p.detach() for _, p in named], s["before"]))
         recs = self.recorder.records if self.recorder is not None else []
@@ -398,10 +455,13 @@ class _State:
         hist, o = vals[:k], k
         gv, wv, uv = vals[o:o + ng], vals[o + ng:o + ng + n], vals[o + ng + n:o + ng + 2 * n]
         acts = T.decode_acts(recs, vals[o + ng + 2 * n:])
-        rows = assemble(named, s["idx"], gv, wv, uv, optimizer_groups(opt), s["owner"])
+        rows = mark_died(assemble(named, s["idx"], gv, wv, uv, optimizer_groups(opt), s["owner"]), named,
+                         self.dead_at_first)
         rep = {"found": True, "step": self.steps, "global_grad_norm": hist[-1], "params": rows,
                "depth_order": self.recorder.module_order if self.recorder is not None else [],
-               "activations": acts, "grad_norm_history": hist, "zero_grad_calls": self.zero_grad_calls}
+               "activations": acts, "grad_norm_history": hist, "zero_grad_calls": self.zero_grad_calls,
+               "optimizer": type(opt).__name__, "clipped": self.clipped,
+               "zeroed_before_step": self.zeroed_before_step}
         if self.zero_grad_calls == 0 and k >= 3:
             rep["missing_zero_grad"] = {"steps": k, "grad_norms": hist, "growing": hist[-1] > 1.5 * hist[0]}
         self._write(rep)

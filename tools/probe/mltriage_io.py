@@ -53,9 +53,18 @@ def error_payload(kind: str, exc: BaseException, phase: str | None = None) -> di
     }}
 
 
+def arm_stack_dump(args: dict) -> None:
+    """Print every thread's stack to stderr shortly before the server's timeout kills us: where a hang waits."""
+    after = args.get("_stack_dump_after_s")
+    if after:
+        import faulthandler
+        faulthandler.dump_traceback_later(float(after), exit=False, file=sys.stderr)
+
+
 def main(run) -> None:
     """Entry point of every probe: `run(job) -> dict` returns the report; errors become payloads."""
     job = Job(sys.argv[1])
+    arm_stack_dump(job.args)
     try:
         job.write({"ok": True, "report": run(job)})
     except UserCodeError as e:

@@ -1,0 +1,461 @@
+"""sequence_check: a model mapping (B, T) tokens to (B, T, V) logits: causality, target alignment, padding.
+
+Everything is seen at the model's own boundary, through hooks on the root module, so it works whatever the
+batch looks like ((x, y), dicts, one (B, T+1) tensor sliced in the loss) and whatever the model returns
+(logits, (logits, loss), an object with .logits):
+- causality: the token tensor is perturbed after position t inside a forward pre-hook; the logits at <= t
+  must not move. A leak is localised to the deepest module whose output at <= t moves while its inputs at
+  <= t do not.
+- alignment: the gradient of the target's loss with respect to the logits. For cross-entropy-like losses
+  d loss / d logits[b, t] is negative only at the class the loss compares position t with, and exactly zero
+  where the loss ignores the position, so it says which token each position is scored against (x[t+1]:
+  next-token; x[t]: the model is asked to copy its input) and whether padded positions count.
+"""
+
+import ast
+import inspect
+import os
+import textwrap
+
+import torch
+import torch.nn.functional as F
+
+import mltriage_torch as T
+from mltriage_io import UserCodeError, main
+from mltriage_target import TargetSpecError, load_target
+
+INPUT_KEYS = ("input_ids", "idx", "tokens", "token_ids", "input", "inputs", "x", "src")
+NOT_INPUT = ("labels", "label", "targets", "target", "y", "attention_mask", "token_type_ids", "position_ids")
+# methods that return a new tensor; a bare statement calling one throws its result away
+PURE_METHODS = ("masked_fill", "tril", "triu", "where", "softmax", "add", "mul", "clamp", "transpose", "contiguous")
+
+
+def _is_tokens(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.dim() == 2 and not t.is_floating_point() and not t.is_complex() \
+        and t.dtype != torch.bool
+
+
+def _token_slot(args, kwargs):
+    """Where the (B, T) token tensor sits among the model's arguments: ('kw', key) / ('arg', i) / ('arg', i, key)."""
+    for k in INPUT_KEYS:
+        if _is_tokens(kwargs.get(k)):
+            return ("kw", k)
+    for i, a in enumerate(args):
+        if _is_tokens(a):
+            return ("arg", i)
+        if isinstance(a, dict):
+            for k in INPUT_KEYS + tuple(k for k in a if k not in NOT_INPUT):
+                if _is_tokens(a.get(k)):
+                    return ("arg", i, k)
+    for k, v in kwargs.items():
+        if k not in NOT_INPUT and _is_tokens(v):
+            return ("kw", k)
+    return None
+
+
+def _get(args, kwargs, slot):
+    if slot[0] == "kw":
+        return kwargs[slot[1]]
+    return args[slot[1]] if len(slot) == 2 else args[slot[1]][slot[2]]
+
+
+def _put(args, kwargs, slot, value):
+    args, kwargs = list(args), dict(kwargs)
+    if slot[0] == "kw":
+        kwargs[slot[1]] = value
+    elif len(slot) == 2:
+        args[slot[1]] = value
+    else:
+        args[slot[1]] = {**args[slot[1]], slot[2]: value}
+    return tuple(args), kwargs
+
+
+class Capture:
+    """One call of the target's loss, seen at the root module: its token input, its (B, T, V) logits, the loss."""
+
+    def __init__(self, target, batch):
+        self.target, self.batch, self.model = target, batch, target.model
+
+    def __call__(self, perturb=None, grad=False):
+        seen = {}
+
+        def pre(module, args, kwargs):
+            if "tokens" in seen:  # only the first call of the model per loss
+                return None
+            slot = _token_slot(args, kwargs)
+            if slot is None:
+                seen["tokens"] = None
+                return None
+            tokens = _get(args, kwargs, slot)
+            seen["tokens"] = tokens
+            if perturb is not None:
+                return _put(args, kwargs, slot, perturb(tokens))
+            return None
+
+        def post(module, args, kwargs, out):
+            if "out" in seen:
+                return None
+            seen["out"] = out
+            tok = seen.get("tokens")
+            if tok is None:
+                return None
+            for _, t in T.flatten(out):
+                if t.is_floating_point() and t.dim() == 3 and tuple(t.shape[:2]) == tuple(tok.shape) and t.shape[2] > 1:
+                    if grad and t.requires_grad:
+                        t.retain_grad()
+                    seen["logits"] = t
+                    break
+            return None
+
+        hooks = [self.model.register_forward_pre_hook(pre, with_kwargs=True),
+                 self.model.register_forward_hook(post, with_kwargs=True)]
+        loss = None
+        try:
+            with torch.enable_grad() if grad else torch.no_grad():
+                try:
+                    loss = self.target.loss(self.model, self.batch)
+                except TargetSpecError:
+                    if "out" not in seen:  # no loss at all is fine once the model has answered
+                        raise
+                if grad and isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
+                    loss.backward()
+        except TargetSpecError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise UserCodeError("forward", e) from e
+        finally:
+            for h in hooks:
+                h.remove()
+        return seen.get("tokens"), seen.get("logits"), seen.get("out"), loss
+
+
+def _maxdiff(a, b) -> float:
+    if a.numel() == 0:
+        return 0.0
+    return float((a.float() - b.float()).abs().max())
+
+
+def _time_axis(t, B, T_):
+    if not isinstance(t, torch.Tensor) or t.dim() < 2 or t.shape[0] != B:
+        return None
+    if t.shape[1] == T_:
+        return 1
+    if t.dim() >= 3 and t.shape[2] == T_:
+        return 2  # (B, heads, T, d)
+    return None
+
+
+def _past(t, B, T_, cut):
+    ax = _time_axis(t, B, T_)
+    if ax is None:
+        return None
+    # row 0 only: enough to see a leak, and small enough to keep for every module call
+    return t.detach()[:1].narrow(ax, 0, cut + 1).float().clone()
+
+
+class Tape:
+    """Per module call, in call order: the inputs and outputs at positions <= cut (batch row 0)."""
+
+    def __init__(self, model, B, T_, cut):
+        self.calls, self.stack, self.hooks = [], [], []
+        self.B, self.T, self.cut = B, T_, cut
+        for name, m in model.named_modules():
+            self.hooks.append(m.register_forward_pre_hook(self._pre(name)))
+            self.hooks.append(m.register_forward_hook(self._post))
+
+    def _pre(self, name):
+        def hook(m, args):
+            ins = [p for p in (_past(t, self.B, self.T, self.cut) for _, t in T.flatten(args)) if p is not None]
+            self.stack.append(len(self.calls))
+            self.calls.append({"name": name, "module": m, "ins": ins, "outs": []})
+        return hook
+
+    def _post(self, m, args, out):
+        if self.stack:
+            c = self.calls[self.stack.pop()]
+            c["outs"] = [p for p in (_past(t, self.B, self.T, self.cut) for _, t in T.flatten(out)) if p is not None]
+
+    def remove(self):
+        for h in self.hooks:
+            h.remove()
+
+
+def _changed(xs, ys, rel) -> bool:
+    return any(a.shape == b.shape and a.numel() and _maxdiff(a, b) > rel * (1 + float(a.abs().max()))
+               for a, b in zip(xs, ys))
+
+
+def _where(fn) -> tuple:
+    """(file relative to the cwd, first line, source lines) of a function, or (None, None, None)."""
+    try:
+        fn = inspect.unwrap(fn)
+        lines, first = inspect.getsourcelines(fn)
+        path = inspect.getsourcefile(fn) or ""
+    except (OSError, TypeError):
+        return None, None, None
+    cwd = os.getcwd() + os.sep
+    return (path[len(cwd):] if path.startswith(cwd) else path), first, lines
+
+
+def _is_torch(cls) -> bool:
+    return (getattr(cls, "__module__", "") or "").startswith("torch.")
+
+
+def _hints(fn) -> list:
+    """Lines of a forward that throw a computed mask away or call attention without a causal mask."""
+    path, first, lines = _where(fn)
+    if lines is None:
+        return []
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        line = first + getattr(node, "lineno", 1) - 1
+        text = lines[getattr(node, "lineno", 1) - 1].strip() if getattr(node, "lineno", 0) <= len(lines) else ""
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and node.value.func.attr in PURE_METHODS:
+            out.append(f"{path}:{line}: `{text}` computes a new tensor and discards it "
+                       f"({node.value.func.attr} is not in-place: assign the result or use {node.value.func.attr}_)")
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "scaled_dot_product_attention":
+            kw = {k.arg: k.value for k in node.keywords}
+            causal = kw.get("is_causal")
+            off = causal is None or (isinstance(causal, ast.Constant) and not causal.value)
+            if off and "attn_mask" not in kw and len(node.args) < 4:
+                out.append(f"{path}:{line}: `{text}` runs attention with neither is_causal=True nor attn_mask")
+    return out[:4]
+
+
+def localise(cap, model, B, T_, cut, perturb, rel):
+    """The deepest module whose output at <= cut changes while its inputs at <= cut do not."""
+    tapes = []
+    for p in (None, perturb):
+        tape = Tape(model, B, T_, cut)
+        try:
+            cap(perturb=p)
+        finally:
+            tape.remove()
+        tapes.append(tape.calls)
+    base, pert = tapes
+    if len(base) != len(pert):
+        return None
+    cands = []
+    for a, b in zip(base, pert):
+        if a["name"] != b["name"] or not a["ins"]:
+            continue
+        if _changed(a["outs"], b["outs"], rel) and not _changed(a["ins"], b["ins"], rel):
+            cands.append(a)
+    # the root ("") and any ancestor contain the culprit; keep the deepest
+    deepest = [c for c in cands if not any(o is not c and (c["name"] == "" and o["name"] or
+                                                           o["name"].startswith(c["name"] + ".")) for o in cands)]
+    if not deepest:
+        return None
+    c = deepest[0]
+    m = c["module"]
+    names = {id(mod): n for n, mod in model.named_modules()}
+    owner = m
+    if _is_torch(type(m)):
+        # a torch attention layer sees the future unless its caller passes a mask: point at the caller
+        parent = c["name"].rsplit(".", 1)[0] if "." in c["name"] else ""
+        owner = dict(model.named_modules()).get(parent, model)
+    path, first, _ = _where(type(owner).forward)
+    hints = _hints(type(owner).forward)
+    if _is_torch(type(m)):
+        hints.insert(0, f"{type(m).__name__} attends to every position unless given a causal mask "
+                        "(attn_mask / is_causal=True, e.g. nn.Transformer.generate_square_subsequent_mask(T))")
+    return {"module": c["name"] or "(root)", "module_type": type(m).__name__,
+            "location": f"{path}:{first} ({type(owner).__name__}.forward)" if path else None,
+            "owner": names.get(id(owner)) or "(root)", "hints": hints,
+            "modules_changed": [x["name"] or "(root)" for x, y in zip(base, pert)
+                                if _changed(x["outs"], y["outs"], rel)][:12]}
+
+
+def _edge_runs(x):
+    """Per row: (value, length) of the run at the end and at the start."""
+    def run_len(v, m):
+        return (m == v[:, None]).int().cumprod(1).sum(1)
+    return (x[:, -1], run_len(x[:, -1], x.flip(1))), (x[:, 0], run_len(x[:, 0], x))
+
+
+def pad_from_runs(x):
+    """A token id filling the tail (or the head) of many rows and appearing almost only there."""
+    B = x.shape[0]
+    best = None
+    for vals, lens in _edge_runs(x):
+        ok = lens >= 2
+        if int(ok.sum()) < 2:
+            continue
+        ids, counts = torch.unique(vals[ok], return_counts=True)
+        i = int(counts.argmax())
+        pid, rows = int(ids[i]), int(counts[i])
+        if rows < max(2, 0.25 * B):
+            continue
+        in_runs = int(lens[ok & (vals == pid)].sum())
+        total = int((x == pid).sum())
+        if total and in_runs / total >= 0.8 and (best is None or rows > best[1]):
+            best = (pid, rows)
+    return best
+
+
+def alignment(tokens, logits, grad):
+    """Which token the loss scores each position against, from d loss / d logits."""
+    g = grad.detach().float()
+    mag = g.abs().amax(-1)
+    counted = mag > 1e-7 * float(mag.max()) if float(mag.max()) > 0 else torch.zeros_like(mag, dtype=torch.bool)
+    two = g.topk(2, dim=-1, largest=False).values if g.shape[-1] > 1 else None
+    det = counted & (two[..., 0] < 0) & (two[..., 0] < 2 * two[..., 1].clamp(max=0))
+    tgt = g.argmin(-1)
+    x = tokens.to(tgt.device)
+    m = det[:, :-1] & (x[:, :-1] != x[:, 1:])  # a repeated token cannot tell "same" from "next"
+    n = int(m.sum())
+    same = float((tgt[:, :-1] == x[:, :-1])[m].float().mean()) if n else None
+    nxt = float((tgt[:, :-1] == x[:, 1:])[m].float().mean()) if n else None
+    if n >= 4 and nxt >= 0.9:
+        objective = "next_token"
+    elif n >= 4 and same >= 0.9:
+        objective = "same_position"
+    elif n >= 4:
+        objective = "other"
+    else:
+        objective = "unknown"
+    return {"counted": counted, "det": det, "tgt": tgt, "positions": n, "same_frac": same, "next_frac": nxt,
+            "objective": objective, "counted_frac": float(counted.float().mean()),
+            "determined_frac": float(det.float().mean())}
+
+
+def batch_labels(batch, tokens):
+    """The batch's own labels, when they are a (B, T) integer tensor beside the inputs."""
+    path = T.label_slot(batch)
+    y = T.get(batch, path) if path else None
+    if not _is_tokens(y) or tuple(y.shape) != tuple(tokens.shape) or y is tokens:
+        return None
+    valid = y >= 0
+    same = (y == tokens) & valid
+    shift = (y[:, :-1] == tokens[:, 1:]) & valid[:, :-1]
+    return {"slot": path, "same_frac": float(same.sum() / valid.sum().clamp(min=1)),
+            "shift_frac": float(shift.sum() / valid[:, :-1].sum().clamp(min=1))}
+
+
+def run(job):
+    a = job.args
+    target = load_target(a["target"], a["workspace"])
+    model = target.model
+    batch = target.first_batch()
+    model.eval()  # dropout off: two forwards on the same tokens must agree
+    cap = Capture(target, batch)
+    job.progress(0, 4, "forward", force=True)
+    emb_inputs = []
+    hooks = [m.register_forward_pre_hook(lambda m, args: emb_inputs.append((m, args[0] if args else None)))
+             for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    try:
+        tokens, logits, out, loss = cap()
+    finally:
+        for h in hooks:
+            h.remove()
+    if tokens is None:
+        shapes = [list(t.shape) for _, t in T.flatten(batch)][:4]
+        return {"sequence_model": False, "note": f"the model gets no (B, T) integer token tensor (batch tensors: {shapes})"}
+    if logits is None:
+        shapes = [list(t.shape) for _, t in T.flatten(out)][:4]
+        return {"sequence_model": False, "tokens_shape": list(tokens.shape),
+                "note": f"the model's output has no (B, T, V) tensor matching its {list(tokens.shape)} tokens "
+                        f"(outputs: {shapes})"}
+    tokens, logits = tokens.detach().clone(), logits.detach().clone()
+    B, T_, V = logits.shape
+    report = {"sequence_model": True, "tokens_shape": [B, T_], "logits_shape": [B, T_, V],
+              "loss": float(loss) if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None}
+
+    # the embedding fed the tokens: its size bounds the perturbation, its padding_idx names the pad id
+    emb = next((m for m, x in emb_inputs if isinstance(x, torch.Tensor) and tuple(x.shape) == (B, T_)
+                and torch.equal(x, tokens)), None)
+    top = int(tokens.max())
+    sizes = sorted(m.num_embeddings for m in model.modules()
+                   if isinstance(m, torch.nn.Embedding) and m.num_embeddings > top)
+    vocab = emb.num_embeddings if emb is not None else sizes[0] if sizes else V if V > top else top + 1
+    report["vocab"] = vocab
+
+    _, again, _, _ = cap()
+    noise = _maxdiff(logits, again)
+    scale = float(logits.abs().max())
+    # float rounding bounds what "unchanged" can mean; a leak moves logits by orders of magnitude more
+    eps = 1e-2 if logits.dtype in (torch.float16, torch.bfloat16) else 1e-5
+    tol = max(10 * noise, eps * (1 + scale))
+    report["nondeterminism"] = noise
+
+    gen = torch.Generator().manual_seed(0)
+    cuts = sorted({c for c in (T_ // 4, T_ // 2, (3 * T_) // 4) if 0 <= c <= T_ - 2})
+
+    def perturber(cut):
+        def perturb(x):
+            y = x.clone()
+            shift = torch.randint(1, max(2, vocab), (x.shape[0], x.shape[1] - cut - 1), generator=gen).to(x.device)
+            y[:, cut + 1:] = (x[:, cut + 1:] + shift.to(x.dtype)) % vocab  # always a different token
+            return y
+        return perturb
+
+    checks, leak_cut = [], None
+    for i, cut in enumerate(cuts):
+        job.progress(1 + i / max(1, len(cuts)), 4, f"causality at t={cut}")
+        _, lp, _, _ = cap(perturb=perturber(cut))
+        past = _maxdiff(lp[:, :cut + 1], logits[:, :cut + 1])
+        future = _maxdiff(lp[:, cut + 1:], logits[:, cut + 1:])
+        leak = past > tol and past > 1e-3 * future
+        checks.append({"t": cut, "past_change": past, "future_change": future, "leak": leak})
+        if leak and leak_cut is None:
+            leak_cut = cut
+    report["causality"] = checks
+    report["tolerance"] = tol
+    report["causal"] = None if not checks else not any(c["leak"] for c in checks)
+    if leak_cut is not None:
+        job.progress(2.5, 4, "localising the leak")
+        report["leak"] = localise(cap, model, B, T_, leak_cut, perturber(leak_cut), eps)
+
+    # which target each position is scored against, and whether pad positions count
+    job.progress(3, 4, "loss alignment")
+    pad, pad_from = None, None
+    if emb is not None and emb.padding_idx is not None:
+        pad, pad_from = int(emb.padding_idx), "embedding padding_idx"
+    else:
+        found = pad_from_runs(tokens)
+        if found:
+            pad, pad_from = found[0], f"token {found[0]} fills the edge of {found[1]} of {B} sequences"
+    report["pad_id"], report["pad_from"] = pad, pad_from
+    report["pad_frac"] = float((tokens == pad).float().mean()) if pad is not None else None
+    report["batch_labels"] = batch_labels(batch, tokens)
+    report["loss_location"] = _loss_location(target, model)
+    if not any(p.requires_grad for p in model.parameters()):
+        report["alignment"] = {"objective": "unknown", "note": "no parameter requires grad: no gradient to read"}
+        return report
+    _, lg, _, gl = cap(grad=True)
+    if lg is None or lg.grad is None:
+        why = "the target's loss does not reach the logits" if gl is not None else "the target has no loss"
+        report["alignment"] = {"objective": "unknown", "note": why}
+        return report
+    al = alignment(tokens, lg, lg.grad)
+    report["alignment"] = {k: al[k] for k in ("objective", "positions", "same_frac", "next_frac", "counted_frac",
+                                              "determined_frac")}
+    if pad is not None:
+        counted, det, tgt = al["counted"], al["det"], al["tgt"]
+        # the class a position is scored against when known, else its input token (right padding)
+        is_pad = torch.where(det, tgt == pad, tokens.to(tgt.device) == pad)
+        n_counted = int(counted.sum())
+        report["pad_counted_frac"] = float((is_pad & counted).sum()) / n_counted if n_counted else None
+        sel = det & counted
+        if int(sel.sum()):
+            lf = logits.float().to(tgt.device)
+            report["ce_with_pad"] = float(F.cross_entropy(lf[sel], tgt[sel]))
+            keep = sel & (tgt != pad)
+            report["ce_without_pad"] = float(F.cross_entropy(lf[keep], tgt[keep])) if int(keep.sum()) else None
+    job.progress(4, 4, "done", force=True)
+    return report
+
+
+def _loss_location(target, model):
+    fn = target.loss_fn if target.loss_fn is not None else type(model).forward
+    path, first, _ = _where(fn)
+    return f"{path}:{first} ({getattr(fn, '__qualname__', '?')})" if path else None
+
+
+if __name__ == "__main__":
+    main(run)
