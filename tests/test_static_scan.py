@@ -354,6 +354,87 @@ def test_zero_grad_of_the_other_gan_optimizer_or_before_a_skipped_step_is_not_mi
     """)) == []
 
 
+def test_discarded_masked_fill_in_nanogpt_attention_is_a_causal_mask_leak():
+    code = inject(fixture("correct_nanogpt_style.py"), "        att = att.masked_fill(", "        att.masked_fill(")
+    (hit,) = hits_of(code, "discarded_causal_mask")
+    assert hit.failure_mode == "data_leakage" and hit.confidence >= 0.8
+    assert hit.line == line_of(code, "att.masked_fill(self.bias")
+    assert "att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float(\"-inf\"))" in hit.fix
+    assert "future" in hit.why
+    finding = next(f for f in static_scan_code(code).findings if f.failure_mode == "data_leakage")
+    assert "causal mask" in finding.avoid and finding.location.endswith(f":{hit.line}")
+
+
+def test_masked_scores_bound_to_a_name_that_is_never_read_leak_the_future_too():
+    code = inject(fixture("correct_nanogpt_style.py"), "        att = att.masked_fill(", "        masked = att.masked_fill(")
+    (hit,) = hits_of(code, "discarded_causal_mask")
+    assert "`masked = att.masked_fill(" in hit.why and hit.fix.startswith("assign the result: att = att.masked_fill(")
+
+
+def test_batch_moved_to_the_device_without_assigning_it_in_an_accumulation_loop():
+    code = inject(fixture("correct_grad_accumulation.py"),
+                  "        inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)\n",
+                  "        inputs.to(device, non_blocking=True)\n        targets.to(device, non_blocking=True)\n")
+    hits = hits_of(code, "discarded_device_move")
+    assert [h.line for h in hits] == [line_of(code, "inputs.to(device, non_blocking"), line_of(code, "targets.to(device, non_blocking")]
+    assert {h.failure_mode for h in hits} == {"exception"}
+    assert hits[0].fix == "assign the result: inputs = inputs.to(device, non_blocking=True)"
+
+
+def test_hf_batch_values_moved_in_a_for_loop_without_assignment():
+    code = inject(fixture("correct_hf_style.py"), "        batch = {k: v.to(device) for k, v in batch.items()}\n",
+                  "        for k, v in batch.items():\n            v.to(device)\n")
+    (hit,) = hits_of(code, "discarded_device_move")
+    assert hit.line == line_of(code, "            v.to(device)")
+
+
+def test_functional_dropout_whose_result_is_dropped_trains_without_dropout():
+    code = inject(fixture("correct_grad_accumulation.py"), "        x = F.dropout(x, p=0.3, training=self.training)",
+                  "        F.dropout(x, p=0.3, training=self.training)")
+    (hit,) = hits_of(code, "discarded_dropout")
+    assert hit.failure_mode == "overfitting" and hit.line == line_of(code, "F.dropout(x, p=0.3")
+
+
+def test_discarded_clamp_guard_before_a_log_and_discarded_wgan_weight_clip():
+    code = loop("""
+        optimizer.zero_grad()
+        p = torch.sigmoid(model(x))
+        p.clamp(min=1e-7, max=1 - 1e-7)
+        loss = -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
+        loss.backward()
+        optimizer.step()
+        for w in critic.parameters():
+            w.data.clamp(-0.01, 0.01)
+    """)
+    rules = {i.rule: i for i in scan_source(code)}
+    assert rules["discarded_clamp"].failure_mode == "nan_inf"
+    assert rules["discarded_weight_clip"].failure_mode == "exploding_gradients"
+    assert "clamp_" in rules["discarded_weight_clip"].fix
+
+
+def test_in_place_module_moves_sets_loggers_and_batch_encodings_are_not_discarded_results():
+    assert scan("""
+    import logging, torch, torch.nn.functional as F
+    from transformers import AutoModel, AutoTokenizer
+    model = AutoModel.from_pretrained("bert-base-uncased")
+    model.to(device)
+    model.half()
+    ema = copy.deepcopy(model)
+    ema.cuda()
+    seen = set()
+    for batch in loader:
+        batch.to(device)
+        enc = tokenizer(batch["text"], return_tensors="pt")
+        enc.to(device)
+        seen.add(batch["id"])
+        logging.getLogger().log(logging.INFO, "step")
+        out = model(**enc)
+        F.relu(out.last_hidden_state, inplace=True)
+        out.last_hidden_state.clamp_(-5, 5)
+        torch.manual_seed(0)
+    """) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 

@@ -98,6 +98,45 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("host_sync_every_step", "slow_throughput", 0.3,
          ".item() / .cpu() / .numpy() / print(tensor) on every iteration forces a host-device sync each step",
          "log every k steps (inside `if step % k == 0`) or accumulate on the device and sync once"),
+    # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
+    # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
+    Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
+         "the masked attention scores are thrown away (masked_fill/where return a new tensor), so softmax runs "
+         "on unmasked scores: each position attends to future tokens and the loss drops far below what the model can really do",
+         "assign the result: att = att.masked_fill(mask, float('-inf')) (or use the in-place masked_fill_)",
+         "Do not celebrate the low training loss or blame the tokenizer; the causal mask is simply not applied."),
+    Rule("discarded_mask", "data_pipeline", 0.6,  # padding attended to, masked-out values kept
+         "a masking op's result is thrown away (masked_fill/where/tril return a new tensor), so the values meant "
+         "to be masked out (padding, invalid positions) flow on unchanged",
+         "assign the result back (x = x.masked_fill(mask, value)) or use the in-place masked_fill_"),
+    Rule("discarded_device_move", "exception", 0.6,  # "Expected all tensors to be on the same device"
+         "tensor.to(device) / .cuda() returns a moved copy and leaves the original where it was (only nn.Module.to "
+         "moves in place), so this tensor stays on the CPU and the first op with the model's weights raises a device mismatch",
+         "assign it: x = x.to(device) (for a batch: inputs, targets = inputs.to(device), targets.to(device))",
+         "Do not move the model back to the CPU or wrap the step in try/except; assign the moved tensor."),
+    Rule("discarded_dtype_cast", "exception", 0.55,  # "expected scalar type Long/Float"
+         "a dtype cast (.float() / .long() / .half() / .type(...)) on a tensor returns a new tensor; the original keeps "
+         "its dtype, so the loss or matmul that needed the cast gets the wrong dtype (an error, or integer math)",
+         "assign it: y = y.long() / x = x.float()"),
+    Rule("discarded_reshape", "shape_mismatch", 0.6,  # the next op sees the old layout
+         "a reshape/transpose/squeeze/contiguous is thrown away, so the next line gets the old shape or layout: a "
+         "shape error, a .view() on non-contiguous memory, or a silent broadcast",
+         "assign the result: x = x.transpose(1, 2) / x = x.contiguous()"),
+    Rule("discarded_clamp", "nan_inf", 0.6,  # the epsilon guard never applies
+         "a clamp with an epsilon bound is thrown away (clamp returns a new tensor), so the guard never applies and "
+         "log/division of the exact zeros it was meant to stop gives -inf/NaN",
+         "assign it: p = p.clamp(min=eps) (or use the in-place clamp_)"),
+    Rule("discarded_weight_clip", "exploding_gradients", 0.6,  # a WGAN critic without its Lipschitz bound
+         "weight clipping with p.data.clamp(...) / p.clamp(...) returns new tensors, so the weights are never "
+         "clipped and the critic's weights and gradients grow without the bound",
+         "use the in-place p.data.clamp_(-c, c) inside torch.no_grad()"),
+    Rule("discarded_dropout", "overfitting", 0.5,  # no regularisation at all
+         "F.dropout(x, ...) returns a new tensor and this result is thrown away, so the layer trains without dropout",
+         "assign it: x = F.dropout(x, p, training=self.training), or use an nn.Dropout module"),
+    Rule("discarded_transform", "data_pipeline", 0.5,  # the values flowing on are not the ones the code means
+         "an out-of-place op's result is thrown away, so the tensor used afterwards is the untransformed one "
+         "(un-normalized inputs, a missing activation or residual term)",
+         "assign the result (x = F.normalize(x) / x = x.add(y)) or use the in-place `_` variant"),
 ]}
 
 
@@ -206,7 +245,7 @@ def _in_scope(root: ast.AST) -> Iterator[ast.AST]:
 
 class ParsedFile:
     def __init__(self, path: str, text: str, tree: ast.Module):
-        self.path, self.lines, self.tree = path, text.splitlines(), tree
+        self.path, self.text, self.lines, self.tree = path, text, text.splitlines(), tree
         self.nodes = list(ast.walk(tree))
         self.parent: dict[ast.AST, ast.AST] = {}
         for n in self.nodes:
@@ -247,6 +286,13 @@ class ParsedFile:
                         yield _src(t), value.elts[i] if same else value
             elif isinstance(target, (ast.Name, ast.Attribute)):
                 yield _src(target), value
+
+    def seg(self, node: ast.AST) -> str:
+        """The node's text as the user wrote it (-1e9 stays -1e9)."""
+        try:
+            return ast.get_source_segment(self.text, node) or _src(node)
+        except Exception:  # noqa: BLE001 - odd positions; the unparsed form is still right
+            return _src(node)
 
     def line(self, node_or_line) -> tuple[int, str]:
         ln = node_or_line if isinstance(node_or_line, int) else getattr(node_or_line, "lineno", 1)
@@ -807,9 +853,234 @@ def rule_host_sync(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- out-of-place ops whose result is dropped --------------------------------------------------
+
+# Tensor methods only tensors (and arrays/frames with the same out-of-place meaning) have.
+TENSOR_ONLY = {"masked_fill", "masked_scatter", "index_fill", "index_add", "index_copy", "index_put", "scatter",
+               "scatter_add", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "view", "t", "flatten",
+               "expand", "expand_as", "repeat", "movedim", "swapaxes", "narrow", "view_as", "reshape", "reshape_as",
+               "clamp", "clamp_min", "clamp_max", "nan_to_num", "long", "int", "bool", "type_as", "tril", "triu",
+               "softmax", "log_softmax", "roll", "flip", "masked_select"}
+# Names other objects carry too (set.add, logger.log, nn.Module.to/float is in place): need a tensor in hand.
+TENSOR_IF_KNOWN = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "add", "sub", "mul", "div",
+                   "pow", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "relu", "sigmoid", "tanh", "where", "clip",
+                   "matmul", "lerp", "maximum", "minimum", "normal", "sign", "round", "floor", "ceil", "gelu"}
+TORCH_OUT_OF_PLACE = {"where", "clamp", "clip", "masked_fill", "transpose", "permute", "reshape", "squeeze",
+                      "unsqueeze", "flatten", "cat", "stack", "add", "sub", "mul", "div", "matmul", "softmax",
+                      "log_softmax", "sigmoid", "tanh", "relu", "exp", "log", "sqrt", "abs", "nan_to_num", "tril",
+                      "triu", "dropout", "layer_norm", "roll", "flip", "movedim"}
+TORCH_TENSOR_MAKERS = TORCH_OUT_OF_PLACE | {
+    "tensor", "as_tensor", "from_numpy", "randn", "rand", "randint", "randperm", "zeros", "ones", "full", "empty",
+    "arange", "linspace", "eye", "zeros_like", "ones_like", "randn_like", "full_like", "empty_like", "einsum",
+    "bmm", "gather", "index_select", "masked_select", "bernoulli", "multinomial", "outer", "cumsum", "load"}
+MASK_OPS = {"masked_fill", "where", "tril", "triu", "masked_scatter", "index_fill"}
+DEVICE_OPS = {"to", "cuda", "cpu"}
+CAST_OPS = {"float", "half", "double", "bfloat16", "long", "int", "bool", "type", "type_as"}
+RESHAPE_OPS = {"transpose", "permute", "contiguous", "unsqueeze", "squeeze", "view", "t", "flatten", "expand",
+               "expand_as", "repeat", "movedim", "swapaxes", "narrow", "view_as", "reshape", "reshape_as", "pad",
+               "interpolate"}
+CLAMP_OPS = {"clamp", "clamp_min", "clamp_max", "clip", "nan_to_num"}
+DROPOUT_OPS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+RETURNS_SELF = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "apply"}
+# ops with an in-place `_` twin worth suggesting
+HAS_INPLACE = {"masked_fill", "masked_scatter", "index_fill", "index_add", "index_copy", "scatter", "scatter_add",
+               "clamp", "clamp_min", "clamp_max", "clip", "nan_to_num", "add", "sub", "mul", "div", "pow", "exp",
+               "log", "sqrt", "abs", "neg", "relu", "sigmoid", "tanh", "tril", "triu"}
+MODULE_WORDS = ("model", "net", "module", "encoder", "decoder", "layer", "head", "backbone", "criterion", "critic",
+                "generator", "discriminator", "policy", "teacher", "student", "block", "embed", "optimizer",
+                "scaler", "scheduler", "tokenizer", "accelerator", "trainer", "writer", "logger")
+ATTENTION_WORDS = ("att", "score", "wei", "logit", "sim", "energy", "qk", "dots")
+CAUSAL_WORDS = ("tril", "triu", "causal", "bias", "future", "look_ahead", "lookahead", "subsequent", "tri")
+PADDING_WORDS = ("pad", "attention_mask", "attn_mask", "key_mask", "src_mask", "valid", "lengths")
+LOADER_WORDS = ("loader", "batches", "dataset", "data", "zip(", "batch")
+
+
+def _functional_aliases(f: ParsedFile) -> set[str]:
+    """Names torch.nn.functional is reachable under in this file: F, nnf, torch.nn.functional, ..."""
+    out = {"torch.nn.functional", "nn.functional"}
+    for n in f.nodes:
+        if isinstance(n, ast.Import):
+            out |= {a.asname for a in n.names if a.name == "torch.nn.functional" and a.asname}
+        elif isinstance(n, ast.ImportFrom) and n.module in ("torch.nn", "torch.nn.functional"):
+            out |= {a.asname or a.name for a in n.names if a.name == "functional"}
+    return out
+
+
+def _module_like(f: ParsedFile, expr: ast.AST, depth: int = 0) -> bool:
+    """Is this (probably) an nn.Module or another stateful object whose .to()/.float() acts in place?"""
+    text = _src(expr).lower()
+    last = text.split(".")[-1]
+    if text == "self" or any(w in last for w in MODULE_WORDS):
+        return True
+    if depth < 3 and isinstance(expr, (ast.Name, ast.Attribute)):
+        for v in f.values_of(expr):
+            if isinstance(v, ast.Call):
+                callee = _src(v.func)
+                if _name(v)[:1].isupper() or "from_pretrained" in callee or callee in ("torch.compile", "copy.deepcopy"):
+                    return True
+                if _name(v) in RETURNS_SELF and isinstance(v.func, ast.Attribute) and _module_like(f, v.func.value, depth + 1):
+                    return True  # model = model.to(device) is still the model
+    return False
+
+
+def _loop_tensors(f: ParsedFile, scope: ast.AST) -> set[str]:
+    """Names unpacked from a batch iterator: `for x, y in loader`, `for i, (xb, yb) in enumerate(train_dl)`.
+    A lone `for batch in loader` is not counted: that may be a dict or an HF BatchEncoding, whose .to() is in place."""
+    out = set()
+    for n in _in_scope(scope):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Tuple) and any(
+                w in _src(n.iter).lower() for w in LOADER_WORDS):
+            out |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name) and t.id not in ("i", "step", "epoch", "idx", "it", "batch_idx", "_")}
+    return out
+
+
+def _tensor_evidence(f: ParsedFile, expr: ast.AST, fnl: set[str], depth: int = 0) -> bool:
+    """Is there positive evidence that `expr` is a tensor (not a module, set, logger, BatchEncoding)?"""
+    if depth > 5 or _module_like(f, expr):
+        return False
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.MatMult) or _tensor_evidence(f, expr.left, fnl, depth + 1) or \
+            _tensor_evidence(f, expr.right, fnl, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        key = expr.slice
+        if isinstance(key, ast.Constant) and key.value in ("input_ids", "pixel_values", "labels", "attention_mask", "token_type_ids"):
+            return True
+        return _tensor_evidence(f, expr.value, fnl, depth + 1)
+    if isinstance(expr, ast.Call):
+        callee = _src(expr.func)
+        if callee.startswith("torch.") and _name(expr) in TORCH_TENSOR_MAKERS or callee.rsplit(".", 1)[0] in fnl:
+            return True
+        if isinstance(expr.func, ast.Attribute) and (_name(expr) in TENSOR_ONLY or _name(expr) in TENSOR_IF_KNOWN):
+            return _tensor_evidence(f, expr.func.value, fnl, depth + 1) or _name(expr) in TENSOR_ONLY
+        return False
+    if isinstance(expr, ast.Attribute) and expr.attr in ("data", "grad", "logits", "last_hidden_state", "weight"):
+        return True
+    if isinstance(expr, ast.Name):
+        scope = f.scope_of.get(expr, f.tree)
+        if expr.id in _loop_tensors(f, scope):
+            return True
+        values = f.values_of(expr)
+        if not values and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.name == "forward":
+            return expr.id in {a.arg for a in scope.args.args[1:]}  # forward(self, x, ...): x is a tensor
+        return any(_tensor_evidence(f, v, fnl, depth + 1) for v in values if v is not None)
+    return False
+
+
+def _out_of_place(f: ParsedFile, call: ast.Call, fnl: set[str]) -> tuple[str, ast.AST] | None:
+    """(op name, the tensor it was applied to) if `call` returns a new tensor and changes nothing in place."""
+    name, callee = _name(call), _src(call.func)
+    if name.endswith("_") or any(k.arg == "inplace" and _src(k.value) == "True" for k in call.keywords):
+        return None
+    if isinstance(call.func, ast.Attribute) and callee.rsplit(".", 1)[0] in fnl:  # F.dropout(x, p)
+        return (name, call.args[0]) if call.args and name[:1].islower() else None
+    if callee.startswith("torch.") and callee.count(".") == 1 and name in TORCH_OUT_OF_PLACE:
+        arg = call.args[1] if name == "where" and len(call.args) > 1 else (call.args[0] if call.args else None)
+        return (name, arg) if arg is not None else None
+    if not isinstance(call.func, ast.Attribute):
+        return None
+    receiver = call.func.value
+    if isinstance(receiver, ast.Name) and receiver.id in ("torch", "np", "numpy", "math", "F", "nn", "re", "os", "random"):
+        return None
+    if name in TENSOR_ONLY and not _module_like(f, receiver):
+        return name, receiver
+    if name in TENSOR_IF_KNOWN and _tensor_evidence(f, receiver, fnl):
+        return name, receiver
+    return None
+
+
+def _large_negative(call: ast.Call) -> bool:
+    """Is the fill value -inf, finfo.min or a big negative number (what masks attention scores)?"""
+    text = _src(call).lower()
+    return "-inf" in text or "finfo" in text or any(
+        isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)
+        and isinstance(n.operand.value, (int, float)) and n.operand.value >= 1e4 for n in ast.walk(call))
+
+
+def _discard_rule(f: ParsedFile, call: ast.Call, op: str, tensor: ast.AST) -> tuple[str, float | None]:
+    text = _src(call).lower()
+    if op in MASK_OPS:
+        mask_words = _src(call.args[0] if call.args else call).lower()
+        if any(w in text for w in PADDING_WORDS) and not any(w in mask_words for w in CAUSAL_WORDS):
+            return "discarded_mask", None
+        on_scores = any(w in _src(tensor).lower() for w in ATTENTION_WORDS)
+        if on_scores and (any(w in text for w in CAUSAL_WORDS) or _large_negative(call)):
+            return "discarded_causal_mask", None
+        return "discarded_mask", None
+    if op in DEVICE_OPS:
+        return "discarded_device_move", None
+    if op in CAST_OPS:
+        return "discarded_dtype_cast", None
+    if op in RESHAPE_OPS:
+        return "discarded_reshape", None
+    if op in CLAMP_OPS:
+        t, up = _src(tensor).removesuffix(".data"), f.parent.get(call)
+        while up is not None and not (isinstance(up, (ast.For, ast.AsyncFor)) and _src(up.target) == t):
+            up = f.parent.get(up)
+        if up is not None and "parameters" in _src(up.iter):  # for p in critic.parameters(): p.data.clamp(-c, c)
+            return "discarded_weight_clip", None
+        return ("discarded_clamp", None) if any(_is_eps(a) and "e-" in _src(a) or "eps" in _src(a).lower()
+                                               for a in [*call.args, *(k.value for k in call.keywords)]) \
+            else ("discarded_transform", 0.55)
+    if op in DROPOUT_OPS:
+        return "discarded_dropout", None
+    return "discarded_transform", None
+
+
+def _read_after(f: ParsedFile, name: str, scope: ast.AST, line: int) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > line
+               for n in (ast.walk(scope) if scope is f.tree else _in_scope(scope)))
+
+
+def _never_read(f: ParsedFile, name: str, scope: ast.AST) -> bool:
+    where = f.nodes if scope is f.tree else list(ast.walk(scope))  # closures read their parent's names
+    return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in where)
+
+
+def rule_discarded_result(f: ParsedFile) -> list[Hit]:
+    """`att.masked_fill(mask, -inf)` as a statement, or `masked = att.masked_fill(...)` with `masked`
+    never read while `att` is used on: the op returned a new tensor and the code kept the old one."""
+    hits, fnl = [], _functional_aliases(f)
+    kept_ops = MASK_OPS | DEVICE_OPS | CLAMP_OPS | DROPOUT_OPS | {"normalize", "layer_norm", "contiguous"}
+    for n in f.nodes:
+        dropped, assigned_to = None, None
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
+            dropped = n.value
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Call) and not n.targets[0].id.startswith("_"):
+            dropped, assigned_to = n.value, n.targets[0].id
+        if dropped is None:
+            continue
+        found = _out_of_place(f, dropped, fnl)
+        if found is None:
+            continue
+        op, tensor = found
+        scope = f.scope_of.get(n, f.tree)
+        if assigned_to is not None:
+            base = tensor
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if op not in kept_ops or not isinstance(base, ast.Name) or base.id == assigned_to \
+                    or not _never_read(f, assigned_to, scope) or not _read_after(f, base.id, scope, n.lineno):
+                continue
+        rule_id, confidence = _discard_rule(f, dropped, op, tensor)
+        t, text = f.seg(tensor), f.seg(dropped)
+        if assigned_to is None:
+            why = f"`{text}` returns a new tensor and its result is discarded; `{t}` itself is unchanged. " + RULES[rule_id].why
+        else:
+            why = f"`{assigned_to} = {text}` is never read, while `{t}` is used on unchanged. " + RULES[rule_id].why
+        said = {"why": why}
+        if isinstance(tensor, (ast.Name, ast.Attribute)) and rule_id != "discarded_weight_clip":
+            said["fix"] = f"assign the result: {t} = {text}" + (
+                f" (or the in-place {t}.{op}_(...))" if isinstance(dropped.func, ast.Attribute) and op in HAS_INPLACE else "")
+        if confidence is not None:
+            said["confidence"] = confidence
+        hits.append((n, rule_id, said))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
-                  rule_optimizer_params, rule_view_after_permute, rule_host_sync]
+                  rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result]
 
 
 # ---------------------------------------------------------------------------------------------
