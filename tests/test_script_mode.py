@@ -120,3 +120,89 @@ def test_a_script_that_crashes_before_training_is_a_clear_error(workspace):
     write(workspace, "boom.py", "import torch\nraise SystemExit('config file missing')\n")
     with pytest.raises(TriageError, match="config file missing"):
         run(lambda: P.nan_hook_run(workspace, command=["python", "boom.py"], timeout_s=60))
+
+
+CLIPPED_LOOP = """
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 1))
+    with torch.no_grad():
+        model[2].weight.mul_(400.0)          # a huge output layer: gradients far above any clip
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x, y = torch.randn(64, 8), torch.randn(64, 1)
+    for step in range(20):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+"""
+
+
+def test_script_grad_norms_are_read_before_clip_grad_norm_hides_the_explosion(workspace):
+    write(workspace, "clipped.py", CLIPPED_LOOP)
+    rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "clipped.py"], steps=3, timeout_s=120))
+    assert rep.clipped is True
+    assert rep.global_grad_norm > 10, rep.text()  # after the clip it would be 1.0
+    assert all(g > 10 for g in rep.grad_norm_history), rep.grad_norm_history
+    assert any(f.failure_mode == "exploding_gradients" for f in rep.findings), rep.text()
+
+
+def test_zero_grad_between_backward_and_step_is_named_as_the_call_order_not_a_cut_graph(workspace):
+    write(workspace, "order.py", """
+        import torch
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.randn(64, 8), torch.randn(64, 1)
+        for step in range(20):
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.zero_grad()          # wipes the gradients the next line needs
+            opt.step()
+    """)
+    rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "order.py"], steps=3, timeout_s=120))
+    modes = [f.failure_mode for f in rep.findings]
+    assert modes[0] == "missing_zero_grad" and "broken_graph" not in modes, rep.text()
+    assert "after backward() and before optimizer.step()" in rep.findings[0].summary
+
+
+def test_a_script_that_crashes_on_its_second_batch_is_a_finding_with_the_frame(workspace):
+    write(workspace, "crash.py", """
+        import torch
+        from torch import nn
+        model = nn.Linear(8, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = [torch.randn(16, 8), torch.randn(16, 7)]   # the second batch lost a feature
+        for x in batches:
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+    """)
+    rep = run(lambda: P.nan_hook_run(workspace, command=["python", "crash.py"], max_steps=20, timeout_s=120))
+    top = rep.findings[0]
+    assert top.failure_mode == "shape_mismatch" and top.confidence >= 0.9, rep.text()
+    assert "mat1 and mat2" in top.summary and "crash.py:9" in top.location
+
+
+def test_a_model_left_in_eval_mode_by_the_loop_is_seen_in_script_mode(workspace):
+    write(workspace, "evalmode.py", """
+        import torch
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        x, y = torch.randn(64, 8), torch.randn(64, 1)
+        model.eval()
+        for step in range(10):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+    """)
+    rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "evalmode.py"], steps=3, timeout_s=120))
+    f = next(f for f in rep.findings if f.failure_mode == "train_eval_mode")
+    assert f.confidence >= 0.9, rep.text()

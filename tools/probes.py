@@ -1163,6 +1163,10 @@ async def _script_grad(workspace_root, command, steps, python, timeout_s, on_pro
         raise TriageError(f"grad_norm_snapshot: the script made {seen} optimizer steps, fewer than step={steps}"
                           f"{_stderr_hint(oc)}", "Ask for an earlier step or let the script run longer")
     rep = grad_report_from(snap, **_script_fields(command, oc))
+    mode = eval_mode_finding(snap.get("model_training"), [f"{n} ({t})" for n, t in snap.get("eval_mode_modules", [])],
+                             "script instruments")
+    if mode:
+        rep.findings.append(mode)
     zb = snap.get("zeroed_before_step") or 0
     if zb and zb >= (snap.get("step") or 1):
         # grads wiped between backward() and step() look like a cut graph; the cause is the call order

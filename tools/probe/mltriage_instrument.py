@@ -457,7 +457,11 @@ class _State:
         acts = T.decode_acts(recs, vals[o + ng + 2 * n:])
         rows = mark_died(assemble(named, s["idx"], gv, wv, uv, optimizer_groups(opt), s["owner"]), named,
                          self.dead_at_first)
+        from mltriage_init_loss import eval_mode_modules
+        main = max(self.roots, key=lambda r: sum(p.numel() for p in r.parameters()), default=None)
         rep = {"found": True, "step": self.steps, "global_grad_norm": hist[-1], "params": rows,
+               "model_training": main.training if main is not None else None,
+               "eval_mode_modules": eval_mode_modules(main) if main is not None else [],
                "depth_order": self.recorder.module_order if self.recorder is not None else [],
                "activations": acts, "grad_norm_history": hist, "zero_grad_calls": self.zero_grad_calls,
                "optimizer": type(opt).__name__, "clipped": self.clipped,
