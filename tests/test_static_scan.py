@@ -435,6 +435,75 @@ def test_in_place_module_moves_sets_loggers_and_batch_encodings_are_not_discarde
     """) == []
 
 
+SCHED_FIRST, PER_BATCH = "scheduler_step_before_optimizer_step", "epoch_schedule_stepped_per_batch"
+
+
+def test_epoch_sized_cosine_schedule_stepped_inside_the_batch_loop_is_lr_too_low():
+    code = inject(fixture("correct_epoch_loop.py"), "        optimizer.step()\n",
+                  "        optimizer.step()\n        scheduler.step()\n")
+    code = inject(code, "            print(f\"epoch {epoch} batch {i} | loss {loss.item():.4f} | grad_norm {grad_norm.item():.3f}\")\n    scheduler.step()\n",
+                  "            print(f\"epoch {epoch} batch {i} | loss {loss.item():.4f} | grad_norm {grad_norm.item():.3f}\")\n")
+    (hit,) = hits_of(code, PER_BATCH)
+    assert hit.failure_mode == "lr_too_low" and 0.5 <= hit.confidence <= 0.7
+    assert hit.line == line_of(code, "        scheduler.step()") and "T_max=10" in hit.why
+    assert hits_of(code, SCHED_FIRST) == []
+
+
+def test_step_lr_sized_in_epochs_from_args_stepped_per_batch_but_not_one_sized_in_steps():
+    code = """
+    import torch
+    scheduler = torch.optim.lr_scheduler.{ctor}
+    for epoch in range(args.epochs):
+        for images, labels in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+    """
+    assert PER_BATCH in scan(code.replace("{ctor}", "StepLR(optimizer, step_size=args.epochs // 3, gamma=0.1)"))
+    assert PER_BATCH in scan(code.replace("{ctor}", "MultiStepLR(optimizer, milestones=[30, 60], gamma=0.1)")
+                             .replace("range(args.epochs)", "range(90)"))
+    assert scan(code.replace("{ctor}", "CosineAnnealingLR(optimizer, T_max=args.epochs * len(train_loader))")) == []
+    assert scan(code.replace("{ctor}", "OneCycleLR(optimizer, max_lr=0.1, epochs=args.epochs, steps_per_epoch=len(train_loader))")) == []
+
+
+def test_scheduler_stepped_at_the_top_of_each_epoch_is_off_by_one_at_low_confidence():
+    code = inject(fixture("correct_epoch_loop.py"), "for epoch in range(10):\n    model.train()\n",
+                  "for epoch in range(10):\n    scheduler.step()\n    model.train()\n")
+    code = inject(code, "\n    scheduler.step()\n\n", "\n\n")
+    (hit,) = hits_of(code, SCHED_FIRST)
+    assert hit.failure_mode == "lr_too_low" and hit.confidence < 0.5
+    assert hit.line == line_of(code, "scheduler.step()") and f"before optimizer.step() at line {line_of(code, 'optimizer.step()')}" in hit.why
+    guarded = inject(code, "    scheduler.step()\n    model.train()", "    if epoch > 0:\n        scheduler.step()\n    model.train()")
+    assert hits_of(guarded, SCHED_FIRST) == []
+
+
+def test_warmup_scheduler_stepped_before_the_optimizer_in_hf_and_accumulation_loops():
+    hf = inject(fixture("correct_hf_style.py"), "            optimizer.step()\n            lr_scheduler.step()\n",
+                "            lr_scheduler.step()\n            optimizer.step()\n")
+    (hit,) = hits_of(hf, SCHED_FIRST)
+    assert hit.line == line_of(hf, "lr_scheduler.step()") and hit.confidence < 0.5
+    acc = inject(fixture("correct_grad_accumulation.py"), "            scaler.step(optimizer)\n            scaler.update()\n            scheduler.step()\n",
+                 "            scheduler.step()\n            scaler.step(optimizer)\n            scaler.update()\n")
+    assert [h.line for h in hits_of(acc, SCHED_FIRST)] == [line_of(acc, "            scheduler.step()")]
+    assert hits_of(acc, PER_BATCH) == []  # OneCycleLR is sized in steps
+
+
+def test_plateau_scheduler_stepped_on_the_validation_loss_is_not_an_order_bug():
+    assert scan("""
+    import torch
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=3)
+    for epoch in range(50):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        scheduler.step(evaluate(model))
+    """) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 

@@ -98,6 +98,20 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("host_sync_every_step", "slow_throughput", 0.3,
          ".item() / .cpu() / .numpy() / print(tensor) on every iteration forces a host-device sync each step",
          "log every k steps (inside `if step % k == 0`) or accumulate on the device and sync once"),
+    # Off by one step of the schedule: for the usual decaying schedules each step runs at the LR of the next
+    # one (too low by one step; PyTorch warns about it); small, so confidence stays low.
+    Rule("scheduler_step_before_optimizer_step", "lr_too_low", 0.3,
+         "scheduler.step() runs before optimizer.step(), so the first LR of the schedule is skipped and every step "
+         "uses the next step's (for a decaying schedule, lower) learning rate; PyTorch warns about this order",
+         "call optimizer.step() first, then scheduler.step()",
+         "Do not retune the LR or the schedule over this; just swap the two calls (the effect is one schedule step)."),
+    # A schedule sized in epochs but stepped per batch decays (or, for cosine, cycles) after that many batches.
+    Rule("epoch_schedule_stepped_per_batch", "lr_too_low", 0.6,
+         "the scheduler's period is given in epochs but scheduler.step() runs once per batch, so the schedule "
+         "finishes after that many batches: the LR decays to its floor (cosine: cycles) long before training ends",
+         "step this scheduler once per epoch (after the batch loop), or size it in optimizer steps "
+         "(epochs * steps_per_epoch)",
+         "Do not raise the base LR to make up for the decay; step the scheduler at the granularity it was sized in."),
     # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
     # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
     Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
@@ -1078,9 +1092,129 @@ def rule_discarded_result(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- learning-rate schedulers ----------------------------------------------------------------
+
+SCHEDULERS = {"StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+              "OneCycleLR", "CyclicLR", "LambdaLR", "MultiplicativeLR", "LinearLR", "ConstantLR", "PolynomialLR",
+              "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"}
+# constructor argument that sets the schedule's length, for the schedules people size in epochs
+EPOCH_SIZED = {"StepLR": "step_size", "CosineAnnealingLR": "T_max", "MultiStepLR": "milestones",
+               "CosineAnnealingWarmRestarts": "T_0"}
+
+
+def _scheduler_ctor(f: ParsedFile, receiver: ast.AST) -> ast.Call | None:
+    """The call that built this scheduler, looked up in its function, then anywhere in the file."""
+    values = f.values_of(receiver) or [v for table in f.assigned.values() for v in table.get(_src(receiver), [])]
+    for v in values:
+        if isinstance(v, ast.Call) and (_name(v) in SCHEDULERS or "lr_scheduler" in _src(v.func)
+                                        or (_name(v).startswith("get_") and "schedule" in _name(v))):
+            return v
+    return None
+
+
+def _is_scheduler_step(f: ParsedFile, n: ast.AST) -> bool:
+    # step(metric) is ReduceLROnPlateau (or a deprecated epoch argument): its order does not shift anything
+    if not _method_call(n, "step") or n.args or n.keywords:
+        return False
+    ctor = _scheduler_ctor(f, n.func.value)
+    return (ctor is not None and _name(ctor) != "ReduceLROnPlateau") or (
+        ctor is None and "sched" in _src(n.func.value).lower())
+
+
+def _steps_optimizer(f: ParsedFile, n: ast.AST) -> bool:
+    """An optimizer step here or inside a same-file function called here."""
+    if _is_optimizer_step(n):
+        return True
+    if isinstance(n, ast.Call):
+        target = n.func.id if isinstance(n.func, ast.Name) else (
+            n.func.attr if isinstance(n.func, ast.Attribute) and _src(n.func.value) == "self" else "")
+        fn = f.functions.get(target)
+        return fn is not None and any(_is_optimizer_step(c) for c in f.expand(fn))
+    return False
+
+
+def _guarded_first_pass(f: ParsedFile, node: ast.AST, loop: ast.AST) -> bool:
+    """`if epoch > 0: scheduler.step()` at the top of the loop is the previous epoch's step, done late."""
+    up = f.parent.get(node)
+    while up is not None and up is not loop:
+        if isinstance(up, ast.If) and isinstance(loop, (ast.For, ast.AsyncFor)) and \
+                any(isinstance(v, ast.Name) and v.id in _src(up.test) for v in ast.walk(loop.target)):
+            return True
+        up = f.parent.get(up)
+    return False
+
+
+def _range_bound(loop: ast.AST) -> ast.AST | None:
+    it = getattr(loop, "iter", None)
+    if isinstance(it, ast.Call) and _name(it) == "range" and it.args:
+        return it.args[-1] if len(it.args) <= 2 else it.args[1]
+    return None
+
+
+def _is_epoch_loop(loop: ast.AST) -> bool:
+    target = _src(getattr(loop, "target", "")).lower()
+    return isinstance(loop, (ast.For, ast.AsyncFor)) and ("epoch" in target or target in ("ep", "e") or
+                                                          "epoch" in _src(loop.iter).lower())
+
+
+def _epoch_sized(f: ParsedFile, ctor: ast.Call, epoch_loop: ast.AST) -> bool:
+    """Is the scheduler's length given in epochs: `T_max=args.epochs`, or constants within the epoch count?"""
+    key = EPOCH_SIZED.get(_name(ctor))
+    if key is None:
+        return False
+    size = next((k.value for k in ctor.keywords if k.arg == key), ctor.args[1] if len(ctor.args) > 1 else None)
+    if size is None:
+        return False
+    text = _src(size).lower()
+    if any(w in text for w in ("len(", "*", "step", "iter", "batch")):
+        return False
+    bound = _range_bound(epoch_loop)
+    if bound is not None and _src(bound) == _src(size):
+        return True
+    if "epoch" in text:
+        return True
+    numbers = [c.value for c in ast.walk(size) if isinstance(c, ast.Constant) and isinstance(c.value, (int, float))]
+    if isinstance(bound, ast.Constant) and isinstance(bound.value, int) and numbers:
+        return all(0 < x <= bound.value for x in numbers)
+    return False
+
+
+def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
+    hits = []
+    loops = [n for n in f.nodes if isinstance(n, LOOPS)]
+    for loop in loops:
+        own = list(_in_scope(loop))
+        sched = sorted((n for n in own if _is_scheduler_step(f, n)), key=lambda n: n.lineno)
+        steps = sorted((n for n in own if _steps_optimizer(f, n)), key=lambda n: n.lineno)
+        if not sched or not steps:
+            continue
+        s, o = sched[0], steps[0]
+        if s.lineno < o.lineno and not _exclusive(f, s, o) and not _guarded_first_pass(f, s, loop):
+            why = (f"{_src(s)} at line {s.lineno} runs before {_src(o)} at line {o.lineno} in this loop, so the "
+                   "schedule is one step ahead: each update uses the next step's learning rate (PyTorch warns: "
+                   "'Detected call of lr_scheduler.step() before optimizer.step()')")
+            hits.append((s, "scheduler_step_before_optimizer_step", {"why": why}))
+    for loop, nodes in f.training_loops():
+        for s in (n for n in _in_scope(loop) if _is_scheduler_step(f, n)):
+            ctor = _scheduler_ctor(f, s.func.value)
+            outer = [o for o, o_nodes in f._stepping_loops if o is not loop and loop in o_nodes and _is_epoch_loop(o)]
+            if ctor is None or not outer or f.under_if(s, loop):
+                continue
+            if _epoch_sized(f, ctor, outer[0]):
+                key = EPOCH_SIZED[_name(ctor)]
+                why = (f"{_name(ctor)} is sized in epochs ({f.seg(ctor)} at line {ctor.lineno}) but {_src(s)} at "
+                       f"line {s.lineno} runs once per batch inside the epoch loop at line {outer[0].lineno}, so its "
+                       f"{key} counts batches: " + ("the LR cycles every few batches instead of annealing once"
+                                                    if "Cosine" in _name(ctor) else
+                                                    "the LR reaches its floor after a few hundred batches"))
+                hits.append((s, "epoch_schedule_stepped_per_batch", {"why": why}))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
-                  rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result]
+                  rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
+                  rule_scheduler_order]
 
 
 # ---------------------------------------------------------------------------------------------
