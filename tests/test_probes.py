@@ -251,3 +251,101 @@ def test_overfit_names_the_silent_broadcast_between_prediction_and_target():
     rep = probe("overfit_test", "shape_mismatch")
     f = next(f for f in rep.findings if f.failure_mode == "shape_mismatch")
     assert "[64, 1]" in f.summary and "[64]" in f.summary
+
+
+# ------------------------------------------------------------------ no false alarms (issue 13)
+
+SEPARABLE = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        y = torch.randint(0, 2, (512,), generator=g)
+        x = torch.randn(512, 6, generator=g)
+        x[:, 2] += 6.0 * y        # one very predictive feature: good data, not a leak
+        data = list(zip(x.split(64), y.split(64)))
+        model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 2))
+        return {"model": model, "data": data, "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3), "num_classes": 2}
+"""
+
+
+def test_a_strongly_predictive_feature_is_not_called_leakage(workspace):
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE)))
+    lk = next(i for i in rep.inputs if i.leak_label_explained is not None)
+    assert lk.leak_label_explained > 0.8  # the feature really is strong ...
+    assert "data_leakage" not in modes(rep), rep.text()  # ... and strong is not leaked
+
+
+def test_a_standardised_copy_of_the_label_is_leakage(workspace):
+    body = SEPARABLE.replace("x[:, 2] += 6.0 * y", "x[:, 2] = (y.float() - 0.5) / 0.5")
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    f = next(f for f in rep.findings if f.failure_mode == "data_leakage")
+    assert f.confidence >= 0.7 and "[:, 2]" in f.location
+
+
+def test_batchnorm_left_in_eval_mode_explains_a_high_initial_loss(workspace):
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(256, 10) * 30 + 50       # raw, unnormalised inputs that only BN in train mode tames
+            y = torch.randint(0, 5, (256,))
+            model = nn.Sequential(nn.Linear(10, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 5))
+            model.eval()
+            return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 5}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    assert rep.verdict == "too_high", rep.text()
+    assert modes(rep) == {"train_eval_mode"}, rep.text()
+    assert rep.model_training is False and any("BatchNorm1d" in m for m in rep.eval_mode_modules)
+
+
+def test_a_frozen_backbone_kept_in_eval_mode_on_purpose_is_not_flagged(workspace):
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            backbone = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1))
+            for p in backbone.parameters():
+                p.requires_grad_(False)
+            backbone.eval()
+            model = nn.Sequential(backbone, nn.Linear(32, 3))
+            x, y = torch.randn(128, 10), torch.randint(0, 3, (128,))
+            return {"model": model, "data": list(zip(x.split(32), y.split(32))),
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 3}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    assert "train_eval_mode" not in modes(rep), rep.text()
+
+
+def test_adam_update_ratio_at_its_first_steps_is_not_an_lr_finding(workspace):
+    # nanoGPT's init (std 0.02) and LR: Adam's first update is ~lr per element, ratio ~ lr / 0.02
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Embedding(65, 64), nn.Flatten(), nn.Linear(64 * 8, 65))
+            for p in model.parameters():
+                nn.init.normal_(p, std=0.02)
+            x, y = torch.randint(0, 65, (32, 8)), torch.randint(0, 65, (32,))
+            return {"model": model, "batch": (x, y), "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                    "make_optimizer": lambda p: torch.optim.AdamW(p, lr=6e-3), "num_classes": 65}
+    """
+    spec = inline_target(workspace, body)
+    first = run(lambda: P.grad_norm_snapshot(workspace, spec, steps=1))
+    w = next(p for p in first.params if p.name == "2.weight")
+    assert w.update_ratio > 0.1  # the number that misled the old rule ...
+    assert not {"lr_too_high", "lr_too_low"} & modes(first), first.text()  # ... is not judged at step 1
