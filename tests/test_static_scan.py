@@ -504,6 +504,81 @@ def test_plateau_scheduler_stepped_on_the_validation_loss_is_not_an_order_bug():
     """) == []
 
 
+NOT_DIVIDED, ZERO_IN_ACCUM = "accumulation_loss_not_divided", "zero_grad_inside_accumulation"
+
+
+def test_flat_accumulation_with_sgd_and_an_undivided_loss_steps_k_times_too_far():
+    code = inject(fixture("correct_grad_accumulation.py"), "loss = criterion(outputs, targets) / accum_steps",
+                  "loss = criterion(outputs, targets)")
+    (hit,) = hits_of(code, NOT_DIVIDED)
+    assert hit.failure_mode == "lr_too_high" and hit.confidence >= 0.6  # SGD: the step really is k times larger
+    assert hit.line == line_of(code, "scaler.scale(loss).backward()")
+    assert "`(i + 1) % accum_steps == 0`" in hit.why and "loss = loss / accum_steps" in hit.fix
+    finding = next(f for f in static_scan_code(code).findings if f.failure_mode == "lr_too_high")
+    assert "Do not lower the learning rate" in finding.avoid
+
+
+def test_nanogpt_micro_step_loop_without_dividing_the_loss_is_flagged_below_half_with_adamw():
+    code = inject(fixture("correct_nanogpt_style.py"), "        loss = loss / gradient_accumulation_steps\n", "")
+    (hit,) = hits_of(code, NOT_DIVIDED)
+    assert hit.confidence < 0.5 and "Adam" in hit.why  # AdamW divides most of the scale back out
+    assert hit.line == line_of(code, "scaler.scale(loss).backward()")
+
+
+def test_hf_loop_that_forgot_to_divide_by_gradient_accumulation_steps():
+    code = inject(fixture("correct_hf_style.py"), "        loss = loss / gradient_accumulation_steps\n", "")
+    (hit,) = hits_of(code, NOT_DIVIDED)
+    assert hit.line == line_of(code, "loss.backward()") and "gradient_accumulation_steps" in hit.why
+
+
+def test_zero_grad_on_every_micro_batch_keeps_only_the_last_one():
+    flat = inject(fixture("correct_grad_accumulation.py"), "        inputs, targets = inputs.to(device, non_blocking",
+                  "        optimizer.zero_grad(set_to_none=True)\n        inputs, targets = inputs.to(device, non_blocking")
+    (hit,) = hits_of(flat, ZERO_IN_ACCUM)
+    assert hit.failure_mode == "missing_zero_grad" and hit.line == line_of(flat, "optimizer.zero_grad", 1)
+    assert f"scaler.step(optimizer) at line {line_of(flat, 'scaler.step(optimizer)')}" in hit.why
+    nested = inject(fixture("correct_nanogpt_style.py"), "    for micro_step in range(gradient_accumulation_steps):\n",
+                    "    for micro_step in range(gradient_accumulation_steps):\n        optimizer.zero_grad(set_to_none=True)\n")
+    (hit,) = hits_of(nested, ZERO_IN_ACCUM)
+    assert hit.line == line_of(nested, "optimizer.zero_grad(set_to_none=True)") and "the micro-batch loop" in hit.why
+
+
+def test_accumulation_that_divides_in_a_helper_rescales_grads_or_uses_accelerate_is_quiet():
+    assert scan("""
+    def compute_loss(model, batch, accum):
+        logits = model(batch["x"])
+        return F.cross_entropy(logits, batch["y"]) / accum
+
+    for step, batch in enumerate(loader):
+        loss = compute_loss(model, batch, accum_steps)
+        loss.backward()
+        if (step + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+    assert scan("""
+    for step, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(model(x), y, reduction="sum")
+        loss.backward()
+        n_seen += y.numel()
+        if (step + 1) % accum == 0:
+            for p in model.parameters():
+                p.grad /= n_seen
+            optimizer.step()
+            optimizer.zero_grad()
+            n_seen = 0
+    """) == []
+    assert scan("""
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+    """) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 

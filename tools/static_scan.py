@@ -112,6 +112,21 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "step this scheduler once per epoch (after the batch loop), or size it in optimizer steps "
          "(epochs * steps_per_epoch)",
          "Do not raise the base LR to make up for the decay; step the scheduler at the granularity it was sized in."),
+    # lr_too_high, not exploding_gradients: the summed gradient is a fixed k times the mean, so the real
+    # fault is an effective step k times too large (SGD moves k times further). A grad-norm probe sees the
+    # k-times norm, but nothing grows step over step. Adam-family optimizers divide the scale out (left:
+    # a k-times tighter clip threshold and a smaller eps), so their hits are less sure.
+    Rule("accumulation_loss_not_divided", "lr_too_high", 0.7,
+         "gradients are accumulated over k micro-batches (one optimizer.step() every k backward() calls) but the "
+         "loss is not divided by k, so the accumulated gradient is k times the mean and each update k times too large",
+         "divide the loss before backward: loss = loss / accum_steps (and multiply it back only for logging)",
+         "Do not lower the learning rate by k to compensate; scale the loss so the gradient is the mean over the accumulated batch."),
+    # The zero_grad is misplaced, as in zero_grad_between_backward_and_step: same label.
+    Rule("zero_grad_inside_accumulation", "missing_zero_grad", 0.75,
+         "gradients are zeroed on every micro-batch while optimizer.step() runs only every k micro-batches, so only "
+         "the last micro-batch's gradient reaches the update and the other k-1 backward passes are wasted",
+         "zero the gradients once per optimizer step: right after optimizer.step() (or before the first micro-batch)",
+         "Do not remove zero_grad() altogether (gradients would then pile up across steps); move it next to the step."),
     # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
     # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
     Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
@@ -1211,10 +1226,146 @@ def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- gradient accumulation -------------------------------------------------------------------
+
+ADAPTIVE = {"Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "SparseAdam",
+            "Adafactor", "Lion", "LBFGS"}
+ACCUM_WORDS = ("accum", "micro", "grad_acc", "gradient_acc")
+
+
+def _mod_guard(f: ParsedFile, node: ast.AST, stop: ast.AST) -> ast.If | None:
+    """The `if step % k == 0:` that `node` sits under (inside `stop`), if any."""
+    up = f.parent.get(node)
+    while up is not None and up is not stop:
+        if isinstance(up, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(up.test)):
+            return up
+        up = f.parent.get(up)
+    return None
+
+
+def _mod_count(guard: ast.If) -> str:
+    mod = next(b for b in ast.walk(guard.test) if isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod))
+    return _src(mod.right)
+
+
+def _scaled(f: ParsedFile, e: ast.AST, depth: int = 0) -> bool:
+    """Is the loss divided (or multiplied by a factor) on its way to backward()?"""
+    if depth > 8 or e is None:
+        return False
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.Div):
+            return True
+        if isinstance(e.op, ast.Mult):
+            return True  # loss * (1 / k), 0.25 * loss, loss * weight: a factor is there; not ours to judge
+        return _scaled(f, e.left, depth + 1) or _scaled(f, e.right, depth + 1)
+    if isinstance(e, ast.Call):
+        if _method_call(e, "div", "mul", "true_divide", "divide"):
+            return True
+        if _method_call(e, "scale") and e.args:  # scaler.scale(loss / k)
+            return _scaled(f, e.args[0], depth + 1)
+        if isinstance(e.func, ast.Attribute) and _name(e) in ("mean", "float", "to", "squeeze", "sum", "double"):
+            return _scaled(f, e.func.value, depth + 1)
+        helper = f.functions.get(e.func.id) if isinstance(e.func, ast.Name) else None
+        return helper is not None and any(  # loss = compute_loss(model, batch, accum) that divides inside
+            isinstance(r, ast.Return) and _scaled(f, r.value, depth + 1) for r in _in_scope(helper))
+    if isinstance(e, (ast.Name, ast.Attribute)):
+        scope = f.scope_of.get(e, f.tree)
+        if any(isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and _src(n.target) == _src(e)
+               for n in _in_scope(scope)):
+            return True
+        return any(_scaled(f, v, depth + 1) for v in f.values_of(e) if v is not e)
+    return False
+
+
+def _grads_rescaled(nodes: list[ast.AST]) -> bool:
+    """`p.grad /= n` / `p.grad.div_(n)`: the gradient is normalised after backward instead of the loss before."""
+    for n in nodes:
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and _src(n.target).endswith("grad"):
+            return True
+        if _method_call(n, "div_", "mul_") and ".grad" in _src(n.func.value):
+            return True
+    return False
+
+
+def _optimizer_kind(f: ParsedFile) -> str:
+    names = {_name(n) for n in f.nodes if isinstance(n, ast.Call) and _is_optimizer_ctor(n)}
+    if names and names <= {"SGD", "ASGD"}:
+        return "sgd"
+    return "adaptive" if names & ADAPTIVE else "unknown"
+
+
+def _accumulating_backward_loops(f: ParsedFile):
+    """(training loop, backward call, optimizer step, how many micro-batches) for each accumulation pattern:
+    flat (`backward()` every iteration, `if (i + 1) % k == 0: optimizer.step()`) or nested (a
+    `for micro in range(accum)` loop of backward() calls, then one step)."""
+    for loop, _ in f.training_loops():
+        own = list(_in_scope(loop))
+        if "accumulate(" in _src(loop) or any(_method_call(n, "backward") and n.args and
+                                               not _method_call(n.func.value, "scale") for n in own):
+            continue  # accelerator.accumulate / accelerator.backward / engine.backward divide by k themselves
+        steps = sorted((n for n in own if _is_optimizer_step(n)), key=lambda n: n.lineno)
+        backs = sorted((n for n in own if _is_backward(n)), key=lambda n: n.lineno)
+        if not steps or not backs:
+            continue
+        guard = _mod_guard(f, steps[0], loop)
+        if guard is not None:
+            free = [b for b in backs if _mod_guard(f, b, loop) is None]
+            if free:
+                yield loop, free[0], steps[0], _mod_count(guard), None, True
+                continue
+        micro_loops = [m for m in own if isinstance(m, LOOPS) and any(_is_backward(b) for b in _in_scope(m))
+                       and not any(_is_optimizer_step(c) for c in _in_scope(m))]
+        for m in micro_loops:
+            bound = _range_bound(m)
+            words = (_src(bound) if bound is not None else "") + " " + _src(getattr(m, "target", ""))
+            inner = [b for b in backs if b in set(_in_scope(m))]
+            named = any(w in words.lower() for w in ACCUM_WORDS)
+            # a micro loop of any name that zeroes the grads is wrong on its face; judging the loss scale
+            # needs to know the loop accumulates (for micro_step in range(grad_accum_steps))
+            if inner and all(b in inner for b in backs) and steps[0].lineno > m.lineno and \
+                    (named or any(_is_zeroing(z) for z in _in_scope(m))):
+                yield loop, inner[0], steps[0], _src(bound) if bound is not None else "k", m, named
+                break
+
+
+def rule_gradient_accumulation(f: ParsedFile) -> list[Hit]:
+    hits = []
+    kind = _optimizer_kind(f)
+    for loop, back, step, k, micro, named in _accumulating_backward_loops(f):
+        root = _backward_root(back)
+        where = "the micro-batch loop" if micro is not None else f"`{_src(_mod_guard(f, step, loop).test)}`"
+        # zero_grad on every micro-batch: inside the micro loop, or unconditional in a flat loop
+        zeros = [z for z in _in_scope(micro if micro is not None else loop) if _is_zeroing(z)
+                 and (micro is not None or not f.under_if(z, loop))]
+        zeros = [z for z in zeros if not _method_call(z, "zero_grad") or _zeroes_for(z, _stepped_optimizer(step))]
+        if zeros:
+            z = min(zeros, key=lambda n: n.lineno)
+            why = (f"{_src(z)} at line {z.lineno} runs on every micro-batch, but {_src(step)} at line {step.lineno} "
+                   f"runs only once per {k} micro-batches ({where}): each step sees only the last micro-batch's "
+                   "gradient; zero the gradients right after the step instead")
+            hits.append((z, "zero_grad_inside_accumulation", {"why": why}))
+            continue  # the loss scale is moot while only one micro-batch counts
+        if not named or root is None or _scaled(f, root) or _grads_rescaled(list(_in_scope(loop))):
+            continue
+        why = (f"{_src(back)} at line {back.lineno} runs on every micro-batch and {_src(step)} at line {step.lineno} "
+               f"once per {k} ({where}), but `{_src(root)}` is not divided by {k}: the accumulated gradient is "
+               f"{k} times the mean, so every update is {k} times too large")
+        said = {"why": why, "fix": f"divide before backward: {_src(root)} = {_src(root)} / {k} "
+                                   "(multiply back by it only for logging)"}
+        if kind == "adaptive":
+            said["confidence"] = 0.35
+            said["why"] += (" (with Adam-family optimizers the scale mostly cancels out; what remains is a "
+                            f"{k}-times tighter gradient-clipping threshold and a relatively smaller eps)")
+        elif kind == "unknown":
+            said["confidence"] = 0.45
+        hits.append((back, "accumulation_loss_not_divided", said))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
-                  rule_scheduler_order]
+                  rule_scheduler_order, rule_gradient_accumulation]
 
 
 # ---------------------------------------------------------------------------------------------
