@@ -280,7 +280,7 @@ def _sched_facts(sched):
         base, base_from = float(g0["max_lr"]), f"{name} max_lr"
     else:
         base = float(getattr(sched, "base_lrs", [g0.get("initial_lr", g0["lr"])])[0])
-        base_from = "the optimizer's lr (scheduler.base_lrs)"
+        base_from = "optimizer lr"
     warmup = None
     kids = getattr(sched, "_schedulers", None) or []
     first = kids[0] if kids else sched
@@ -348,7 +348,8 @@ def landmarks(steps, lrs, base, warmup):
     neg = next((i for i, v in enumerate(lrs) if math.isfinite(v) and v < 0), None)
     fin = [v if math.isfinite(v) else 0.0 for v in lrs]
     peak = max(fin)
-    ip = fin.index(peak)
+    # the first step at the peak: a cycle that comes back a rounding error higher is not a later peak
+    ip = next(i for i, v in enumerate(fin) if v >= peak - 1e-9 * abs(peak))
     out = {"horizon": H, "steps_evaluated": n, "first_lr": fin[0], "final_lr": fin[-1], "peak_lr": peak,
            "peak_step": steps[ip], "min_lr_seen": min(fin), "nonfinite_step": steps[bad] if bad is not None else None,
            "negative_step": steps[neg] if neg is not None else None}
@@ -391,7 +392,8 @@ def landmarks(steps, lrs, base, warmup):
             elif fin[i] >= 2 * run_min and fin[i] >= 0.1 * peak and reb is None:
                 reb = (run_min_i, i)
         if reb:
-            after = max(range(reb[1], n), key=lambda i: fin[i])
+            top = max(fin[reb[1]:])
+            after = next(i for i in range(reb[1], n) if fin[i] >= top - 1e-9 * abs(top))
             out["rebound"] = {"from_step": steps[reb[0]], "from_lr": fin[reb[0]], "start_step": steps[reb[1]],
                               "to_step": steps[after], "to_lr": fin[after]}
             keep += [reb[0], reb[1], after]
@@ -446,6 +448,10 @@ def run(job):
             raise TargetSpecError(f"horizon {horizon} from {horizon_from} is not a positive number of steps")
         steps, lrs = function_curve(job, fn, int(horizon), [v for v in (wval, dval) if v is not None])
         line_fn = fn
+        if bval and bval < 0.5 and abs(max(lrs) - 1.0) < 1e-9:
+            # a LambdaLR-style multiplier peaking at exactly 1: the LR is bval times it
+            facts["base_lr"], facts["base_lr_from"] = 1.0, "a multiplier (the function peaks at exactly 1.0)"
+            notes.append(f"the values look like multipliers of {bname}={bval}, not learning rates")
     else:
         sched, target_h = scheduler_from_target(a["target"], a["workspace"])
         if type(sched).__name__ == "ReduceLROnPlateau":

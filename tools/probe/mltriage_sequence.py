@@ -254,11 +254,12 @@ def localise(cap, model, B, T_, cut, perturb, rel):
     c = deepest[0]
     m = c["module"]
     names = {id(mod): n for n, mod in model.named_modules()}
-    owner = m
-    if _is_torch(type(m)):
-        # a torch attention layer sees the future unless its caller passes a mask: point at the caller
-        parent = c["name"].rsplit(".", 1)[0] if "." in c["name"] else ""
-        owner = dict(model.named_modules()).get(parent, model)
+    owner, owner_name = m, c["name"]
+    mods = dict(model.named_modules())
+    while _is_torch(type(owner)) and owner is not model:
+        # a torch attention layer sees the future unless the user's code passes a mask: point at that code
+        owner_name = owner_name.rsplit(".", 1)[0] if "." in owner_name else ""
+        owner = mods.get(owner_name, model)
     path, first, _ = _where(type(owner).forward)
     hints = _hints(type(owner).forward)
     if _is_torch(type(m)):
