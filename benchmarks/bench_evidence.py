@@ -65,17 +65,12 @@ def cold_start(tmp: Path, runs: int = 5) -> dict:
     empty = tmp / "empty_server.py"
     empty.write_text(EMPTY_SERVER)
     ours = [PY, "-m", "server", "--workspace", str(tmp)]
-    cache = {"MLTRIAGE_CACHE_DIR": str(tmp / "stdio-cache")}
-    first = anyio.run(_spawn_to_list, ours, ROOT, cache)  # the first start after an install or upgrade
-    warm, off, base = [], [], []
+    warm, base = [], []
     for _ in range(runs):  # interleaved so machine load hits all alike
-        warm.append(anyio.run(_spawn_to_list, ours, ROOT, cache))
-        off.append(anyio.run(_spawn_to_list, ours, ROOT, {**cache, "MLTRIAGE_STDIO_CACHE": "0"}))
+        warm.append(anyio.run(_spawn_to_list, ours, ROOT, {}))
         base.append(anyio.run(_spawn_to_list, [PY, str(empty)], tmp, {}))
     heavy = _modules_after("import sys, server.app; print(','.join(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))")
-    front = _modules_after("import sys, server.cli, server.fast_stdio; print(','.join(m for m in ('mcp', 'pydantic', 'anyio') if m in sys.modules))")
-    return {"warm": statistics.median(warm), "first": first, "off": statistics.median(off),
-            "empty": statistics.median(base), "heavy": heavy, "front": front}
+    return {"warm": statistics.median(warm), "empty": statistics.median(base), "heavy": heavy}
 
 
 def _line(i: int, n: int, rnd: random.Random) -> str:
@@ -191,12 +186,7 @@ def main() -> None:
         cs = cold_start(tmp)
         rows.append(("stdio cold start, spawn -> tools/list answered (median of 5)", f"{cs['warm']:.2f} s",
                      f"empty one-tool MCPServer: {cs['empty']:.2f} s", f"{cs['warm'] / cs['empty']:.2f}x", "<= 0.5 s"))
-        rows.append(("... first start after an install or upgrade (response cache empty)", f"{cs['first']:.2f} s",
-                     "", f"{cs['first'] / cs['empty']:.2f}x", ""))
-        rows.append(("... with the response cache off (MLTRIAGE_STDIO_CACHE=0)", f"{cs['off']:.2f} s",
-                     "", f"{cs['off'] / cs['empty']:.2f}x", ""))
         rows.append(("heavy modules imported by the server", cs["heavy"], "", "", "none (no torch)"))
-        rows.append(("SDK modules imported before the first answer", cs["front"], "", "", "none"))
 
         for size, sparse in ((small, 0), (big, big - 64 * MB)):
             p = tmp / f"tail_{size // MB}.log"

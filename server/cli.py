@@ -20,15 +20,13 @@ def _load_server(args):
 
 
 def _serve(args) -> int:
-    if not Path(args.workspace).is_dir():  # before the stdio front answers anyone on our behalf
-        raise SystemExit(f"mltriage: workspace {Path(args.workspace).resolve()} is not a directory")
+    server = _load_server(args)
     if args.http:
         host, _, port = args.http.rpartition(":")
-        _load_server(args).run("streamable-http", host=host or "127.0.0.1", port=int(port))
-        return 0
-    from server.fast_stdio import serve
-
-    return serve(lambda: _load_server(args))
+        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
+    else:
+        server.run("stdio")
+    return 0
 
 
 def _add_workspace(p: argparse.ArgumentParser) -> None:

@@ -57,8 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print what would change and write nothing")
     parser.add_argument("--workspace", default=None, metavar="DIR",
                         help="the project directory (default: the current directory)")
-    parser.add_argument("--no-warm", action="store_true",
-                        help="skip starting the server once per MCP protocol version to fill its start-up cache")
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -252,19 +250,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"mltriage install: {e}", file=sys.stderr)
         return 2
     if not args.dry_run:
-        if not args.no_warm:
-            _warm()
         print(f"mltriage is installed for {args.client} ({args.scope} scope); restart or reload the client to pick it up.")
     return 0
 
-
-def _warm() -> None:
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-
-    from server.fast_stdio import cache_dir, warm
-
-    command, args = server_command()
-    done = warm([command, *args], HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS)
-    missed = set(HANDSHAKE_PROTOCOL_VERSIONS + MODERN_PROTOCOL_VERSIONS) - set(done)
-    print(f"start-up cache in {cache_dir()}: {len(done)} MCP protocol version(s) ready"
-          + (f"; failed for {', '.join(sorted(missed))} (those clients start normally, once)" if missed else ""))
