@@ -579,6 +579,83 @@ def test_accumulation_that_divides_in_a_helper_rescales_grads_or_uses_accelerate
     """) == []
 
 
+UNSHIFTED = "targets_are_unshifted_inputs"
+
+
+def test_nanogpt_get_batch_whose_targets_are_not_shifted_leaks_the_answer():
+    code = inject(fixture("correct_nanogpt_style.py"), "data[i + 1:i + 1 + block_size]", "data[i:i + block_size]")
+    (hit,) = hits_of(code, UNSHIFTED)
+    assert hit.failure_mode == "data_leakage" and hit.confidence >= 0.7
+    assert hit.line == line_of(code, "    y = torch.stack(") and "shift" in hit.fix
+    aliased = inject(fixture("correct_nanogpt_style.py"), "    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])\n",
+                     "    y = x\n")
+    assert [h.line for h in hits_of(aliased, UNSHIFTED)] == [line_of(aliased, "    y = x")]
+
+
+def test_windows_sliced_twice_from_the_same_offset_in_a_hand_written_loop():
+    code = """
+    import torch, torch.nn.functional as F
+    vocab_size, T = 65, 64
+    data = torch.tensor(encode(open("input.txt").read()))
+    for it in range(5000):
+        i = torch.randint(len(data) - T - 1, (1,)).item()
+        x, y = data[i:i + T][None], data[i:i + T][None]
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, vocab_size), y.view(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    """
+    assert UNSHIFTED in scan(code) and "loss_leaves_autograd" not in scan(code)  # an .item() index cuts nothing
+    assert UNSHIFTED not in scan(code.replace("data[i:i + T][None], data[i:i + T][None]",
+                                              "data[i:i + T][None], data[i + 1:i + T + 1][None]"))
+
+
+def test_own_cross_entropy_on_hf_logits_against_the_input_ids_is_unshifted():
+    code = inject(fixture("correct_hf_style.py"),
+                  "        outputs = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids)\n        loss = outputs.loss\n",
+                  "        outputs = model(input_ids=input_ids, attention_mask=attention_mask)\n"
+                  "        loss = torch.nn.functional.cross_entropy(outputs.logits.view(-1, outputs.logits.size(-1)), input_ids.view(-1))\n")
+    (hit,) = hits_of(code, UNSHIFTED)
+    assert hit.line == line_of(code, "loss = torch.nn.functional.cross_entropy(") and "`input_ids`" in hit.why
+    shifted = inject(fixture("correct_hf_style.py"),
+                     "        outputs = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids)\n        loss = outputs.loss\n",
+                     "        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]\n"
+                     "        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), input_ids[:, 1:].reshape(-1))\n")
+    assert hits_of(shifted, UNSHIFTED) == []
+
+
+def test_labels_equal_to_input_ids_are_right_for_hf_causal_lm_and_for_masked_lm():
+    assert scan("""
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    for batch in loader:
+        input_ids = batch["input_ids"]
+        labels = input_ids.clone()
+        optimizer.zero_grad()
+        out = model(input_ids=input_ids, labels=labels)
+        out.loss.backward()
+        optimizer.step()
+        acc = (out.logits[:, :-1].argmax(-1) == input_ids[:, 1:]).float().mean()
+        ce = torch.nn.functional.cross_entropy(out.logits[:, :-1].flatten(0, 1), input_ids[:, 1:].flatten())
+    """) == []
+    assert scan("""
+    import torch, torch.nn.functional as F
+    for batch in loader:
+        input_ids = batch["input_ids"]
+        labels = input_ids.clone()
+        mask = torch.rand(labels.shape) < 0.15
+        labels[~mask] = -100
+        input_ids[mask] = tokenizer.mask_token_id
+        logits = model(input_ids).logits
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 

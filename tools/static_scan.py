@@ -127,6 +127,15 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "the last micro-batch's gradient reaches the update and the other k-1 backward passes are wasted",
          "zero the gradients once per optimizer step: right after optimizer.step() (or before the first micro-batch)",
          "Do not remove zero_grad() altogether (gradients would then pile up across steps); move it next to the step."),
+    # data_leakage: the answer is in the input. With a causal model each position sees its own target token,
+    # so the loss falls toward 0 while the model learns to copy, and generation is garbage.
+    Rule("targets_are_unshifted_inputs", "data_leakage", 0.8,
+         "the language-model targets are the input tokens at the same positions (no shift by one anywhere), so "
+         "each position is asked to predict the token it is given: the loss collapses toward 0 and nothing about "
+         "next-token prediction is learned",
+         "shift by one: x, y = data[i:i + T], data[i + 1:i + T + 1] (or logits[:, :-1] against tokens[:, 1:]); "
+         "Hugging Face *ForCausalLM models shift labels=input_ids themselves, so pass labels= instead of your own loss",
+         "Do not read the near-zero loss as a well-trained model or lower the LR; shift the targets by one token."),
     # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
     # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
     Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
@@ -335,13 +344,15 @@ class ParsedFile:
         return self.assigned.get(scope, {}).get(_src(expr), []) or \
             (self.assigned[self.tree].get(_src(expr), []) if scope is not self.tree else [])
 
-    def closure(self, expr: ast.AST, limit: int = 60) -> list[ast.AST]:
-        """`expr` and, transitively, every value assigned to the names it reads."""
+    def closure(self, expr: ast.AST, limit: int = 60, indices: bool = True, model_inputs: bool = True) -> list[ast.AST]:
+        """`expr` and, transitively, every value assigned to the names it reads. indices=False: not the
+        names only used as an index (data[i:i + T]); model_inputs=False: not what a model call is fed
+        (model(x): x is data, and detaching data cuts nothing)."""
         out, seen, todo = [], set(), [expr]
         while todo and len(out) < limit:
             e = todo.pop()
             out.append(e)
-            for n in ast.walk(e):
+            for n in (ast.walk(e) if indices and model_inputs else _walk_values(e, model_inputs)):
                 if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(getattr(n, "ctx", None), ast.Load):
                     key = (self.scope_of.get(n), _src(n))
                     if key not in seen:
@@ -655,13 +666,42 @@ def _assigns_to(f: ParsedFile, node: ast.AST, name: str) -> bool:
     return isinstance(p, ast.Assign) and any(_src(t) == name for t in p.targets)
 
 
-def _leaves_autograd(e: ast.AST, with_detach: bool) -> ast.AST | None:
-    for n in ast.walk(e):
+def _opaque_call(n: ast.AST) -> bool:
+    """model(x), self.head(h), student(x): a call into a network, as opposed to a tensor op."""
+    if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Name, ast.Attribute)):
+        return False
+    callee, name = _src(n.func), _name(n)
+    return not (callee.startswith(("torch.", "F.", "nn.")) or name in TENSOR_ONLY or name in TENSOR_IF_KNOWN or
+                name in LEAVES_AUTOGRAD or name in PASSTHROUGH or name in LOSS_FUNCS or name in (
+                    "detach", "sum", "mean", "max", "min", "amax", "logsumexp", "norm", "softmax", "log_softmax",
+                    "sigmoid", "stack", "cat", "einsum", "gather", "chunk", "split", "unbind", "abs"))
+
+
+def _walk_values(root: ast.AST, model_inputs: bool = True) -> Iterator[ast.AST]:
+    """ast.walk without the index part of subscripts (in data[i:i + T] only `data` flows into the value)
+    and, with model_inputs=False, without the arguments of model calls."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, ast.Subscript):
+            stack.append(n.value)
+        elif not model_inputs and _opaque_call(n):
+            stack.append(n.func)
+        else:
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def _leaves_autograd(e: ast.AST, with_detach: bool, model_inputs: bool = True) -> ast.AST | None:
+    for n in _walk_values(e, model_inputs):
         if _method_call(n, *LEAVES_AUTOGRAD) or (with_detach and _method_call(n, "detach")):
             return n
         if isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
             return n
-        if isinstance(n, ast.Call) and _src(n.func) in ("torch.tensor", "torch.as_tensor", "torch.from_numpy"):
+        # building a tensor from data is how inputs are made; it cuts the graph only when someone rebuilds a
+        # value that needs grad (torch.tensor(loss.item(), requires_grad=True); the .item() is found anyway)
+        if isinstance(n, ast.Call) and _src(n.func) in ("torch.tensor", "torch.as_tensor", "torch.from_numpy") and \
+                any(k.arg == "requires_grad" and _src(k.value) != "False" for k in n.keywords):
             return n
     return None
 
@@ -682,8 +722,8 @@ def _cut_prediction(f: ParsedFile, exprs: list[ast.AST]) -> ast.AST | None:
     for e in exprs:
         for c in ast.walk(e):
             if isinstance(c, ast.Call) and f.loss_kind(c) and f.first_arg(c) is not None:
-                for p in f.closure(f.first_arg(c)):
-                    bad = _leaves_autograd(p, with_detach=True)
+                for p in f.closure(f.first_arg(c), indices=False, model_inputs=False):
+                    bad = _leaves_autograd(p, with_detach=True, model_inputs=False)
                     if bad is not None:
                         return bad
     return None
@@ -698,7 +738,7 @@ def rule_graph_cut(f: ParsedFile) -> list[Hit]:
         if fn.name == "forward" and not custom_backward:
             for r in _in_scope(fn):
                 if isinstance(r, ast.Return) and r.value is not None:
-                    bad = next((b for e in f.closure(r.value) for b in [_leaves_autograd(e, True)] if b is not None), None)
+                    bad = next((b for e in f.closure(r.value, indices=False) for b in [_leaves_autograd(e, True)] if b is not None), None)
                     if bad is not None:
                         hits.append((bad, "detach_in_forward"))
     for root, backward in [(r, True) for r in _backward_roots(f)] + [(r, False) for r in _loss_function_returns(f)]:
@@ -1362,10 +1402,143 @@ def rule_gradient_accumulation(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- language-model targets ------------------------------------------------------------------
+
+INPUT_NAMES = {"x", "xb", "xs", "inp", "inputs", "input", "input_ids", "idx", "tokens", "src", "x_batch", "context",
+               "seq", "ids", "token_ids", "batch_x"}
+TARGET_NAMES = {"y", "yb", "ys", "targets", "target", "labels", "label", "tgt", "y_batch", "batch_y", "next_tokens"}
+LM_WORDS = ("vocab", "block_size", "seq_len", "context_length", "tokenizer", "causallm", "n_ctx", "max_seq",
+            "embedding", "tril", "causal", "lm_head", "next token", "next-token")
+ALIAS_METHODS = {"clone", "detach", "to", "long", "cuda", "contiguous", "view", "reshape", "flatten", "copy"}
+
+
+def _shift_slice(n: ast.AST) -> bool:
+    """x[:, :-1] / x[1:] / x[..., 1:, :]: a slice that drops the first or last position."""
+    if not isinstance(n, ast.Subscript):
+        return False
+    parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+    for sl in parts:
+        if isinstance(sl, ast.Slice):
+            lo, up = sl.lower, sl.upper
+            if isinstance(lo, ast.Constant) and lo.value == 1 or isinstance(lo, ast.BinOp) and "+ 1" in _src(lo):
+                return True
+            if isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.USub) or isinstance(up, ast.BinOp) and "- 1" in _src(up):
+                return True
+    return False
+
+
+def _shifted(f: ParsedFile, exprs: list[ast.AST]) -> bool:
+    for e in exprs:
+        for n in ast.walk(e):
+            if _shift_slice(n) or (isinstance(n, ast.Call) and _name(n) == "roll"):
+                return True
+            if isinstance(n, (ast.Name, ast.Attribute)) and any(w in _src(n).lower() for w in ("shift", "next_")):
+                return True
+    return False
+
+
+def _alias_of(e: ast.AST) -> str | None:
+    """input_ids.clone() / x.detach().to(device) / x -> the name it copies."""
+    while _method_call(e, *ALIAS_METHODS):
+        e = e.func.value
+    return e.id if isinstance(e, ast.Name) else None
+
+
+def _ce_calls(f: ParsedFile) -> list[ast.Call]:
+    return [c for c in f.nodes if isinstance(c, ast.Call) and f.loss_kind(c) in CE | NLL]
+
+
+def _ce_target(call: ast.Call) -> ast.AST | None:
+    if len(call.args) > 1:
+        return call.args[1]
+    return next((k.value for k in call.keywords if k.arg in ("target", "targets", "labels")), None)
+
+
+def _model_inputs(call: ast.Call) -> list[str]:
+    """The names a model call takes as its input (first positional, input_ids=/idx=/x=), not its labels."""
+    out = [call.args[0]] if call.args else []
+    out += [k.value for k in call.keywords if k.arg in INPUT_NAMES]
+    return [a.id for a in out if isinstance(a, ast.Name)]
+
+
+def _mlm_like(f: ParsedFile, names: set[str]) -> bool:
+    """Masked-LM / denoising: labels equal to the inputs are right when the inputs are then corrupted."""
+    text = f.text.lower()
+    if any(w in text for w in ("mask_token", "mlm", "[mask]", "denois", "noise")):
+        return True
+    for n in f.nodes:
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
+        for t in targets:
+            base = t
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(t, ast.Subscript) and isinstance(base, ast.Name) and base.id in names:
+                return True
+    return False
+
+
+def _pairs(f: ParsedFile) -> dict[ast.AST, dict[str, list[tuple[ast.AST, ast.AST]]]]:
+    """scope -> name -> [(value, assignment)], element-wise for `a, b = c, d` (not `a, b = batch`)."""
+    out: dict = {}
+    for n in f.nodes:
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        t, v = n.targets[0], n.value
+        if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts):
+            items = list(zip(t.elts, v.elts))
+        elif isinstance(t, ast.Name):
+            items = [(t, v)]
+        else:
+            continue
+        table = out.setdefault(f.scope_of.get(n, f.tree), {})
+        for name, value in items:
+            if isinstance(name, ast.Name):
+                table.setdefault(name.id, []).append((value, n))
+    return out
+
+
+def rule_unshifted_lm_targets(f: ParsedFile) -> list[Hit]:
+    hits = []
+    ces = _ce_calls(f)
+    if not ces or not any(w in f.text.lower() for w in LM_WORDS):
+        return hits
+    # the loss itself: F.cross_entropy(model(input_ids).logits..., input_ids...) with no slice on either side
+    for c in ces:
+        first, target = f.first_arg(c), _ce_target(c)
+        if first is None or target is None or _shifted(f, f.closure(first) + f.closure(target)):
+            continue
+        name = _alias_of(target)
+        fed = {n for e in f.closure(first) for m in ast.walk(e) if isinstance(m, ast.Call) for n in _model_inputs(m)}
+        if name is not None and name in fed and not _mlm_like(f, {name}):
+            why = (f"`{f.seg(c)}` scores the logits of a model fed `{name}` against `{name}` itself at the same "
+                   "positions: each position is asked for the token it was given, so the loss collapses toward 0")
+            hits.append((c, "targets_are_unshifted_inputs", {"why": why}))
+    if hits or any(_shifted(f, f.closure(f.first_arg(c)) + f.closure(_ce_target(c)))
+                   for c in ces if f.first_arg(c) is not None and _ce_target(c) is not None):
+        return hits
+    # the batch: x, y = data[i:i+T], data[i:i+T] / y = x / targets = input_ids.clone()
+    handed_to_hf = {k.value.id for c in f.nodes if isinstance(c, ast.Call) for k in c.keywords
+                    if k.arg == "labels" and isinstance(k.value, ast.Name)}
+    for scope, table in _pairs(f).items():
+        for y in TARGET_NAMES & table.keys():
+            for x in INPUT_NAMES & table.keys() - {y}:
+                same = next(((vy, ny) for vy, ny in table[y] for vx, _ in table[x]
+                             if (_src(vy) == _src(vx) and any(isinstance(s, ast.Slice) for s in ast.walk(vy)))
+                             or _alias_of(vy) == x), None)
+                if same is None or y in handed_to_hf or _mlm_like(f, {x, y}):
+                    continue
+                vy, ny = same
+                why = (f"`{f.seg(ny)}` makes the targets the same tokens as `{x}` at the same positions, and the "
+                       "cross-entropy in this file never shifts them: each position is asked for the token it was "
+                       "given, so the loss collapses toward 0 while nothing is learned")
+                hits.append((ny, "targets_are_unshifted_inputs", {"why": why}))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
-                  rule_scheduler_order, rule_gradient_accumulation]
+                  rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets]
 
 
 # ---------------------------------------------------------------------------------------------
