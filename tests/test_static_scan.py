@@ -728,6 +728,23 @@ def test_static_scan_walks_directories_but_skips_venvs_and_hidden_dirs(tmp_path)
     assert report.files_scanned == 1 and {i.file for i in report.issues} == {str(tmp_path / "pkg/train.py")}
 
 
+def test_a_folder_scan_does_not_read_through_symlinks_that_leave_the_folder(tmp_path):
+    bad = (EXAMPLES / "missing_zero_grad" / "train.py").read_text()
+    outside, root = tmp_path / "outside", tmp_path / "project"
+    (outside / "pkg").mkdir(parents=True)
+    (root / "src").mkdir(parents=True)
+    (outside / "secret.py").write_text(bad)
+    (outside / "pkg" / "deep.py").write_text(bad)
+    (root / "src" / "train.py").write_text("x = 1\n")
+    (root / "src" / "stolen.py").symlink_to(outside / "secret.py")
+    (root / "vendor").symlink_to(outside / "pkg", target_is_directory=True)
+    (root / "src" / "alias.py").symlink_to(root / "src" / "train.py")  # inside: fine, read once
+    report = static_scan([root])
+    assert report.files_scanned == 1 and report.issues == [] and report.errors == [], report.text()
+    assert sorted(Path(s.split(":")[0]).name for s in report.skipped) == ["stolen.py", "vendor"]
+    assert "2 symlink(s) out of the folder skipped" in report.headline()
+
+
 def test_static_scan_raises_a_triage_error_for_a_missing_path(tmp_path):
     with pytest.raises(TriageError):
         static_scan([tmp_path / "nope.py"])

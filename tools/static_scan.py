@@ -9,6 +9,7 @@ left to the probes.
 """
 
 import ast
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -196,11 +197,15 @@ class StaticScanReport(Report):
     issues: list[ScanIssue] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list,
                               description="files that could not be read or parsed (and rules that failed on a file), with the reason")
+    skipped: list[str] = Field(default_factory=list,
+                               description="symlinks inside a scanned folder that point outside it: not read")
 
     def headline(self) -> str:
         s = f"static scan: {self.files_scanned} file(s), {len(self.issues)} issue(s)"
         if self.errors:
             s += f", {len(self.errors)} error(s): {'; '.join(self.errors[:3])}"
+        if self.skipped:
+            s += f", {len(self.skipped)} symlink(s) out of the folder skipped"
         return s
 
 
@@ -1546,7 +1551,10 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
 SKIP_DIRS = {".venv", "venv", "site-packages", "node_modules", "__pycache__", "build", "dist", ".git"}
 
 
-def _python_files(paths: list[Path]) -> list[Path]:
+def _python_files(paths: list[Path], skipped: list[str] | None = None) -> list[Path]:
+    """The .py files to scan. A directory is walked without following symlinks, and a symlinked file
+    whose target lies outside the scanned directory is left unread: scanning a folder must never read
+    what a link inside it points at elsewhere (a file named explicitly was already confined by the caller)."""
     files = []
     for p in map(Path, paths):
         if not p.exists():
@@ -1554,11 +1562,37 @@ def _python_files(paths: list[Path]) -> list[Path]:
         if p.is_file():
             files.append(p)
             continue
-        for f in sorted(p.rglob("*.py")):
-            rel = f.relative_to(p).parts[:-1]
-            if not any(part in SKIP_DIRS or part.startswith(".") for part in rel):
+        root = p.resolve()
+        for here, dirs, names in os.walk(p, followlinks=False):
+            here_path = Path(here)
+            dirs.sort()  # a stable order, walked top-down
+            for d in list(dirs):
+                if d in SKIP_DIRS or d.startswith("."):
+                    dirs.remove(d)
+                elif (here_path / d).is_symlink():  # os.walk lists it but does not enter it
+                    if skipped is not None and not _inside(here_path / d, root):
+                        skipped.append(f"{here_path / d}: symlink to a folder outside {p}, not followed")
+            for name in sorted(names):
+                f = here_path / name
+                if not name.endswith(".py"):
+                    continue
+                if f.is_symlink() and not _inside(f, root):
+                    if skipped is not None:
+                        skipped.append(f"{f}: symlink to a file outside {p}, not read")
+                    continue
                 files.append(f)
-    return list(dict.fromkeys(files))
+    unique: dict[Path, Path] = {}
+    for f in files:  # a link to a file that is scanned anyway is read once
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values())
+
+
+def _inside(link: Path, root: Path) -> bool:
+    try:
+        target = link.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return False
+    return target == root or target.is_relative_to(root)
 
 
 def scan_source(text: str, path: str = "<string>", errors: list[str] | None = None) -> list[ScanIssue]:
@@ -1589,7 +1623,7 @@ def scan_source(text: str, path: str = "<string>", errors: list[str] | None = No
 def static_scan(paths: list[Path]) -> StaticScanReport:
     """Scan Python files (or directories, recursively) for silent training bugs; one finding per rule hit."""
     report = StaticScanReport()
-    for path in _python_files(paths):
+    for path in _python_files(paths, report.skipped):
         report.files_scanned += 1
         try:
             report.issues += scan_source(path.read_text(encoding="utf-8"), str(path), report.errors)
