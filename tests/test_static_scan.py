@@ -468,6 +468,35 @@ def test_step_lr_sized_in_epochs_from_args_stepped_per_batch_but_not_one_sized_i
     assert scan(code.replace("{ctor}", "OneCycleLR(optimizer, max_lr=0.1, epochs=args.epochs, steps_per_epoch=len(train_loader))")) == []
 
 
+def test_per_epoch_exponential_decay_stepped_in_a_timm_style_train_one_epoch_helper():
+    code = """
+    import torch
+
+    def train_one_epoch(epoch, model, loader, optimizer, scheduler, log_interval):
+        model.train()
+        for batch_idx, (x, y) in enumerate(loader):
+            loss = loss_fn(model, (x, y))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            if batch_idx % log_interval == 0:
+                print(f"Train: {epoch} [{batch_idx}] Loss: {loss.item():.4f}")
+
+    def main():
+        model, (train_loader, val_loader) = build_model(), build_data(64)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        scheduler = torch.optim.lr_scheduler.{ctor}
+        for epoch in range(args.epochs):
+            train_one_epoch(epoch, model, train_loader, optimizer, scheduler, args.log_interval)
+            validate(model, val_loader)
+    """
+    (hit,) = hits_of(textwrap.dedent(code.replace("{ctor}", "ExponentialLR(optimizer, gamma=0.95)")), PER_BATCH)
+    assert hit.line == 11 and "gamma is applied every batch" in hit.why and hit.failure_mode == "lr_too_low"
+    assert PER_BATCH in scan(code.replace("{ctor}", "LambdaLR(optimizer, lr_lambda=lambda epoch: 0.9 ** epoch)"))
+    assert PER_BATCH not in scan(code.replace("{ctor}", "ExponentialLR(optimizer, gamma=0.9999)"))
+
+
 def test_scheduler_stepped_at_the_top_of_each_epoch_is_off_by_one_at_low_confidence():
     code = inject(fixture("correct_epoch_loop.py"), "for epoch in range(10):\n    model.train()\n",
                   "for epoch in range(10):\n    scheduler.step()\n    model.train()\n")

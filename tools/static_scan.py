@@ -1219,6 +1219,11 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
 
 def _epoch_sized(f: ParsedFile, ctor: ast.Call, epoch_loop: ast.AST) -> bool:
     """Is the scheduler's length given in epochs: `T_max=args.epochs`, or constants within the epoch count?"""
+    if _name(ctor) == "ExponentialLR":  # a per-batch gamma of 0.99 or less is 100x down within ~460 batches
+        gamma = next((k.value for k in ctor.keywords if k.arg == "gamma"), ctor.args[1] if len(ctor.args) > 1 else None)
+        return isinstance(gamma, ast.Constant) and isinstance(gamma.value, float) and gamma.value <= 0.99
+    if _name(ctor) in ("LambdaLR", "MultiplicativeLR"):  # lr_lambda=lambda epoch: 0.95 ** epoch
+        return any(isinstance(n, ast.Lambda) and any("epoch" in a.arg for a in n.args.args) for n in ast.walk(ctor))
     key = EPOCH_SIZED.get(_name(ctor))
     if key is None:
         return False
@@ -1261,12 +1266,13 @@ def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
             if ctor is None or not outer or f.under_if(s, loop):
                 continue
             if _epoch_sized(f, ctor, outer[0]):
-                key = EPOCH_SIZED[_name(ctor)]
+                counts = {"ExponentialLR": "its gamma is applied every batch", "LambdaLR": "its lambda's epoch counts batches",
+                          "MultiplicativeLR": "its lambda's epoch counts batches"}.get(_name(ctor)) or \
+                    f"its {EPOCH_SIZED[_name(ctor)]} counts batches"
                 why = (f"{_name(ctor)} is sized in epochs ({f.seg(ctor)} at line {ctor.lineno}) but {_src(s)} at "
-                       f"line {s.lineno} runs once per batch inside the epoch loop at line {outer[0].lineno}, so its "
-                       f"{key} counts batches: " + ("the LR cycles every few batches instead of annealing once"
-                                                    if "Cosine" in _name(ctor) else
-                                                    "the LR reaches its floor after a few hundred batches"))
+                       f"line {s.lineno} runs once per batch inside the epoch loop at line {outer[0].lineno}, so "
+                       f"{counts}: " + ("the LR cycles every few batches instead of annealing once"
+                                        if "Cosine" in _name(ctor) else "the LR falls to almost nothing within the first epochs"))
                 hits.append((s, "epoch_schedule_stepped_per_batch", {"why": why}))
     return hits
 
