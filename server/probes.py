@@ -142,3 +142,57 @@ async def lr_range_test(
     rep = await P.lr_range_test(ws().root, _target(target), min_lr, max_lr, steps, python, timeout_s,
                                 progress_reporter(ctx))
     return reply(rep)
+
+
+# ---------------------------------------------------------------- the training loop around the model (issue #14)
+
+from tools import loop_checks as L  # noqa: E402 - appended with the tools it serves
+
+Detail = Annotated[L.Detail, Field(description="'compact' (default): the decision and its numbers; 'full' adds the "
+                                               "modules a leak reaches / the return line taken at each landmark step")]
+
+
+@tool
+async def sequence_check(
+    target: Target,
+    python: Python = None,
+    timeout_s: Timeout = 120.0,
+    detail: Detail = "compact",
+    ctx: Context = None,
+) -> Annotated[CallToolResult, L.SequenceCheckReport]:
+    """Check a token model ((B, T) integer tokens -> (B, T, V) logits: GPT, LSTM LM, tagger) on the target's batch:
+    causality (tokens after t are randomised; logits at <= t must not move, else data_leakage naming the first module
+    and line that lets the future in, e.g. a discarded masked_fill), what the loss scores each position against (read
+    from d loss / d logits: the next token is right, the input token itself is data_leakage) and whether padding
+    counts in the loss (loss_function). Bidirectional models whose targets are not the next token are not flagged.
+    Call it for any language/sequence model whose loss is suspiciously low or whose samples are garbage."""
+    rep = await L.sequence_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx), detail)
+    return reply(rep)
+
+
+@tool
+async def schedule_check(
+    lr_schedule: Annotated[str | None, Field(description=(
+        "a function of the step returning the LR, 'train.py:get_lr' (relative to the workspace) or 'pkg.module:fn'; "
+        "the file is not run, only the function and the module-level names it uses (max_iters, warmup_iters, "
+        "learning_rate, ... are read from there)"))] = None,
+    target: Annotated[str | None, Field(description=(
+        "instead of lr_schedule: a factory 'file.py:make_target' returning {'scheduler'} or {'optimizer', "
+        "'make_scheduler(optimizer)'}, plus 'max_steps' = the number of scheduler.step() calls of the run"))] = None,
+    horizon: Annotated[int | None, Field(ge=1, le=100_000_000, description=(
+        "steps to evaluate (default: max_iters / lr_decay_iters of the file, the target's max_steps, or the "
+        "scheduler's own T_max / total_steps)"))] = None,
+    python: Python = None,
+    timeout_s: Timeout = 120.0,
+    detail: Detail = "compact",
+    ctx: Context = None,
+) -> Annotated[CallToolResult, L.ScheduleCheckReport]:
+    """Evaluate the LR schedule at every step of the run without training: a curve (<= 32 points) plus findings
+    naming the step and the return line where it goes wrong: LR rising after the warmup, a peak far above the
+    configured LR (lr_too_high), a decay asked for but never happening, the LR falling to ~0 in the first few % of
+    the run (a scheduler set in epochs but stepped per batch: lr_too_low), one-step jumps > 10x. Call it when the
+    loss diverges mid-run or stops improving early, before touching the LR itself."""
+    spec = P.resolve_target(lr_schedule, ws()) if lr_schedule else None
+    rep = await L.schedule_check(ws().root, spec, _target(target), horizon, python, timeout_s, progress_reporter(ctx),
+                                 detail)
+    return reply(rep)
