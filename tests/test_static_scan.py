@@ -720,6 +720,43 @@ def test_static_scan_is_quiet_on_patterns_that_only_look_wrong():
     """)) == []
 
 
+def test_freeze_then_unfreeze_the_head_gaussian_weights_and_dist_autograd_are_not_bugs():
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """).replace("for x, y in loader:", "for param in model.parameters():\n    param.requires_grad = False\n"
+                 "for param in model.get_classifier().parameters():\n    param.requires_grad = True\nfor x, y in loader:")) == []
+    assert scan("""
+    weights = torch.exp(-0.5 * ((positions - center) / spread) ** 2)
+    weights = weights / weights.sum()
+    """) == []
+    assert scan("""
+    for data, target in loader:
+        with dist_autograd.context() as context_id:
+            loss = F.cross_entropy(model(data), target)
+            dist_autograd.backward(context_id, [loss])
+            opt.step(context_id)
+    """) == []
+
+
+def test_a_loss_turned_into_a_number_after_backward_is_logging_not_a_cut_graph():
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        loss = loss.item()
+    """)) == ["host_sync_every_step"]
+
+
+def test_a_view_that_only_splits_a_transposed_dim_works_and_is_not_flagged():
+    assert scan("x = tokens.transpose(1, 2).view(B, C, H, W)\n") == []
+    assert scan("t = table.permute(1, 0).view(1, nH, S, S)\n") == []
+    assert scan("y = att_out.transpose(1, 2).view(B, T, C)\n") == ["view_after_permute"]
+
+
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.name)
 def test_static_scan_is_quiet_on_correct_training_scripts(path):
     report = static_scan([path])

@@ -57,8 +57,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("sigmoid_into_bce_with_logits", "loss_function", 0.85,
          "BCEWithLogitsLoss applies the sigmoid itself; feeding it sigmoid outputs applies it twice",
          "give BCEWithLogitsLoss / binary_cross_entropy_with_logits the raw logits"),
-    Rule("sigmoid_then_bce_loss", "loss_function", 0.6,
-         "sigmoid followed by BCELoss is numerically unstable: the sigmoid saturates to exactly 0 or 1 and the loss takes log(0)",
+    # Below 0.5: BCELoss clamps its log at -100, so this does not NaN, and plenty of working code (the
+    # DCGAN example) does it; the real cost is confidently wrong samples whose gradient is exactly 0.
+    Rule("sigmoid_then_bce_loss", "loss_function", 0.45,
+         "sigmoid followed by BCELoss is numerically weak: once the sigmoid saturates to exactly 0 or 1, BCELoss "
+         "clamps log(0) at -100 and a confidently wrong sample gets zero gradient, so it is never corrected",
          "drop the sigmoid and use BCEWithLogitsLoss / F.binary_cross_entropy_with_logits on the logits"),
     Rule("negated_loss", "loss_function", 0.75,
          "the loss is negated, so minimising it maximises the error",
@@ -544,7 +547,9 @@ Hit = tuple
 def rule_missing_zero_grad(f: ParsedFile) -> list[Hit]:
     hits = []
     for loop, nodes in f.training_loops():
-        if any(_is_backward(n) for n in nodes) and not any(_is_zeroing(n) for n in nodes):
+        # distributed autograd keeps gradients per context, not in .grad: nothing to zero
+        backs = [n for n in nodes if _is_backward(n) and "dist_autograd" not in _src(n.func)]
+        if backs and not any(_is_zeroing(n) for n in nodes):
             where = next((n for n in nodes if _is_backward(n)), loop)
             hits.append((where, "missing_zero_grad"))
     return hits
@@ -749,7 +754,9 @@ def rule_graph_cut(f: ParsedFile) -> list[Hit]:
     for root, backward in [(r, True) for r in _backward_roots(f)] + [(r, False) for r in _loss_function_returns(f)]:
         exprs = f.closure(root)
         # the value backward() runs on was itself rebuilt outside autograd: torch.tensor(loss.item()), x.data, ...
-        top = [root] + f.values_of(root) if backward else []
+        values = f.values_of(root)
+        before = [v for v in values if v.lineno <= root.lineno]  # `loss = loss.item()` after backward() is logging
+        top = [root] + (before or values) if backward else []
         bad = next((t for t in top if _leaves_autograd_at_top(t)), None) or _cut_prediction(f, exprs)
         if bad is not None:
             hits.append((bad, "loss_leaves_autograd"))
@@ -780,6 +787,10 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
     hits = []
     if not any(isinstance(n, ast.Call) and _is_backward(n) for n in f.nodes):
         return hits
+    if any(isinstance(n, ast.Assign) and any(_src(t).endswith(".requires_grad") for t in n.targets)
+           and _src(n.value) == "True" or _method_call(n, "requires_grad_") and (not n.args or _src(n.args[0]) == "True")
+           for n in f.nodes):
+        return hits  # freeze everything, then unfreeze the head: deliberate
     for n in f.nodes:
         if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") \
                 and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name):
@@ -807,9 +818,16 @@ def rule_numerics(f: ParsedFile) -> list[Hit]:
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and not _guarded(n.right) and _is_std(f, n.right):
             hits.append((n, "divide_by_std_without_eps"))
         if isinstance(n, ast.Call) and _name(n) == "exp" and not _src(n.func).startswith("math.") and _summed(f, n) \
-                and not _max_subtracted(f, n.args[0] if n.args else n.func.value):
+                and not _max_subtracted(f, n.args[0] if n.args else n.func.value) \
+                and not _non_positive(n.args[0] if n.args else n.func.value):
             hits.append((n, "exp_without_max_subtraction"))
     return hits
+
+
+def _non_positive(e: ast.AST) -> bool:
+    """-0.5 * (d / s) ** 2, -x.abs(), -(d ** 2).sum(): exp of it is at most 1 and cannot overflow."""
+    text = _src(e).replace(" ", "")
+    return text.startswith("-") and any(w in text for w in ("**2", ".pow(2)", ".square()", "abs(", ".abs()"))
 
 
 def _has_probability(f: ParsedFile, expr: ast.AST, depth: int = 0) -> bool:
@@ -901,6 +919,21 @@ def rule_optimizer_params(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+def _view_merges(view: ast.Call, permuted: ast.AST) -> bool:
+    """Does the view merge dimensions (what fails on permuted memory) rather than only split them?
+    x.transpose(1, 2).view(B, C, H, W) splits the last dim and works; .permute(0, 2, 1).view(b, -1) merges."""
+    args = view.args[0].elts if len(view.args) == 1 and isinstance(view.args[0], (ast.Tuple, ast.List)) else view.args
+    if any(isinstance(a, ast.Starred) for a in args):
+        return False  # view(B, C, *size): the count is unknown
+    if _method_call(permuted, "permute"):
+        dims = permuted.args[0].elts if len(permuted.args) == 1 and isinstance(permuted.args[0], (ast.Tuple, ast.List)) \
+            else permuted.args
+        return len(args) < len(dims)
+    if isinstance(permuted, ast.Attribute):  # .T / .mT
+        return len(args) < 2
+    return len(args) <= 3  # transpose/swapaxes: rank unknown; (B, T, C) after moving heads back is the classic merge
+
+
 def rule_view_after_permute(f: ParsedFile) -> list[Hit]:
     hits = []
     permuted = lambda e: _method_call(e, "permute", "transpose", "movedim", "swapaxes") or (
@@ -908,7 +941,8 @@ def rule_view_after_permute(f: ParsedFile) -> list[Hit]:
     for n in f.nodes:
         if _method_call(n, "view") and n.args:
             r = n.func.value
-            if permuted(r) or (isinstance(r, ast.Name) and f.values_of(r) and all(permuted(v) for v in f.values_of(r))):
+            sources = [r] if permuted(r) else (f.values_of(r) if isinstance(r, ast.Name) else [])
+            if sources and all(permuted(v) for v in sources) and any(_view_merges(n, v) for v in sources):
                 hits.append((n, "view_after_permute"))
     return hits
 
@@ -1004,7 +1038,11 @@ def _loop_tensors(f: ParsedFile, scope: ast.AST) -> set[str]:
     for n in _in_scope(scope):
         if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Tuple) and any(
                 w in _src(n.iter).lower() for w in LOADER_WORDS):
-            out |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name) and t.id not in ("i", "step", "epoch", "idx", "it", "batch_idx", "_")}
+            elts = n.target.elts
+            if _name(n.iter) == "enumerate":  # for step, batch in enumerate(loader): `batch` is the whole batch
+                elts = [e for e in elts[1:] if isinstance(e, ast.Tuple)]
+            out |= {t.id for e in elts for t in ast.walk(e) if isinstance(t, ast.Name) and "batch" not in t.id
+                    and t.id not in ("i", "step", "epoch", "idx", "it", "_")}
     return out
 
 
@@ -1080,8 +1118,11 @@ def _discard_rule(f: ParsedFile, call: ast.Call, op: str, tensor: ast.AST) -> tu
         if on_scores and (any(w in text for w in CAUSAL_WORDS) or _large_negative(call)):
             return "discarded_causal_mask", None
         return "discarded_mask", None
-    if op in DEVICE_OPS:
-        return "discarded_device_move", None
+    if op in DEVICE_OPS:  # .to(orig_dtype) / .to(torch.float16) is a cast
+        dtype_like = any("dtype" in _src(a).lower() or _src(a).startswith("torch.") and _src(a)[6:] in (
+            "float", "float16", "float32", "float64", "half", "bfloat16", "long", "int64", "int32", "bool", "double")
+            for a in [*call.args, *(k.value for k in call.keywords if k.arg == "dtype")])
+        return ("discarded_dtype_cast" if dtype_like else "discarded_device_move"), None
     if op in CAST_OPS:
         return "discarded_dtype_cast", None
     if op in RESHAPE_OPS:
