@@ -5,6 +5,7 @@ import json
 import math
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -308,7 +309,7 @@ def test_mixed_shapes_across_chunks_match_the_slow_parser(tmp_path, monkeypatch)
     slow = log_metrics(p)
     assert fast.model_dump() == slow.model_dump()
     assert series(fast, "loss").count == 20001 and series(fast, "loss").nonfinite == 1
-    assert series(fast, "acc").count == len(range(0, 20000, 37))
+    assert series(fast, "eval_acc").count == len(range(0, 20000, 37))  # `eval step N ... acc X`: an eval metric
 
 
 def test_long_run_keeps_a_bounded_curve_with_exact_stats(tmp_path, monkeypatch):
@@ -343,7 +344,7 @@ def mixed_log(path: Path, n: int = 30000, stepless_every: int = 2500, late_loss:
             lines.append("/w/train.py:88: UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.")
         if i % stepless_every == 7 and 1000 < i < n - 1500:  # no step: takes the step of the line above
             k = i // stepless_every  # never the same shape twice, or it becomes a template of its own
-            lines.append(f"w{chr(97 + k // 26 % 26)}{chr(97 + k % 26)}: throughput {rnd.uniform(900, 1100):.1f} samples/s")
+            lines.append(f"w{chr(97 + k // 26 % 26)}{chr(97 + k % 26)}: probe_loss {rnd.uniform(0.9, 1.1):.4f}")
         if i >= n * 6 // 10 and i % (50 if late_loss else 2000) == 0:  # a shape learned late: scans made with
             late = f" loss {rnd.uniform(1, 2):.3f}" if late_loss else ""  # the templates before it are stale
             lines.append(f"epoch {i // 2000} step {i}{late} mem_gb {rnd.uniform(10, 12):.2f}")
@@ -369,7 +370,7 @@ def carry_log(path: Path, n: int = 8000, read: int = 1 << 13) -> Path:
             if pos <= cut < pos + len(row):  # this row would start the next chunk: a line without a step does
                 k = len(lines)
                 lines.append(f"note {chr(97 + k // 676 % 26)}{chr(97 + k // 26 % 26)}{chr(97 + k % 26)}: "
-                             f"throughput {rnd.uniform(900, 1100):.1f} samples/s, one of a kind\n")
+                             f"probe_loss {rnd.uniform(0.9, 1.1):.4f}, one of a kind\n")  # a loss: kept though seen once
                 pos += len(lines[-1])
                 cut += read
             lines.append(row)
@@ -585,3 +586,259 @@ def test_plot_returns_a_png_with_lr_axis(tmp_path):
     r = log_metrics(curve_log(tmp_path / "c.log", noisy(lambda i: 2 - i / 3000, n=300)), plot=True)
     assert r.png and r.png.startswith(b"\x89PNG")
     assert "png" not in r.model_dump()
+
+
+# ------------------------------------------------------------------ logs as frameworks print them (tests/fixtures/logs)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+ANSI_RX = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def lines_of(name: str) -> list[str]:
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    return [ln for ln in ANSI_RX.sub("", text).replace("\r", "\n").split("\n") if ln.strip()]
+
+
+def num(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def nanogpt(name):
+    out = {"loss": [], "time": [], "mfu": [], "train_loss": [], "val_loss": []}
+    for ln in lines_of(name):
+        if m := re.fullmatch(r"iter (\d+): loss (\S+), time (\S+)ms, mfu (\S+)%", ln):
+            for k, v in zip(("loss", "time", "mfu"), m.groups()[1:]):
+                out[k].append((int(m[1]), num(v)))
+        elif m := re.fullmatch(r"step (\d+): train loss (\S+), val loss (\S+)", ln):
+            out["train_loss"].append((int(m[1]), num(m[2])))
+            out["val_loss"].append((int(m[1]), num(m[3])))
+    return out
+
+
+def hf_log(name):
+    import ast
+    out: dict = {}
+    for ln in lines_of(name):
+        if ln.startswith("{"):
+            rec = ast.literal_eval(ln)
+            for k, v in rec.items():
+                if k != "epoch":
+                    out.setdefault(k, []).append((rec["epoch"], v))
+    return out
+
+
+def hf_state(name):
+    out: dict = {}
+    for rec in json.loads((FIXTURES / name).read_text())["log_history"]:
+        for k, v in rec.items():
+            if k != "step":
+                out.setdefault(k, []).append((rec["step"], v))
+    return out
+
+
+def lightning_bar(name):
+    out = {"train_loss": [], "val_loss": []}
+    for ln in lines_of(name):
+        if m := re.match(r"Epoch (\d+): .*\| (\d+)/(\d+) \[[^\]]*?, v_num=0, train_loss=([\d.]+)(?:, val_loss=([\d.]+))?\]", ln):
+            step = int(m[1]) * int(m[3]) + int(m[2])  # epoch x batches + batch
+            out["train_loss"].append((step, num(m[4])))
+            if m[5]:
+                out["val_loss"].append((step, num(m[5])))
+    return out
+
+
+def csv_cells(name):
+    import csv
+    out: dict = {}
+    with open(FIXTURES / name) as f:
+        for row in csv.DictReader(f):
+            for k, v in row.items():
+                if k != "step" and v != "":
+                    out.setdefault(k, []).append((int(row["step"]), float(v)))
+    return out
+
+
+def torchtitan(name):
+    out: dict = {"loss": [], "tps": [], "mfu": [], "val_loss": []}
+    for ln in lines_of(name):
+        if m := re.search(r" - INFO - step: +(\d+)  loss: +(\S+) .* tps: (\S+)  tflops: \S+  mfu: (\S+)%$", ln):
+            out["loss"].append((int(m[1]), num(m[2])))
+            out["tps"].append((int(m[1]), num(m[3])))
+            out["mfu"].append((int(m[1]), num(m[4])))
+        elif m := re.search(r"validate step: +(\d+)  loss: +(\S+) ", ln):
+            out["val_loss"].append((int(m[1]), num(m[2])))
+    return out
+
+
+def megatron(name):
+    out: dict = {"lm_loss": [], "learning_rate": [], "elapsed_time_per_iteration_ms": [], "val_lm_loss": []}
+    for ln in lines_of(name):
+        if m := re.search(r" iteration +(\d+)/ +\d+ \|", ln):
+            it = int(m[1])
+            for k, label in (("lm_loss", "lm loss"), ("learning_rate", "learning rate"),
+                             ("elapsed_time_per_iteration_ms", r"elapsed time per iteration \(ms\)")):
+                out[k].append((it, num(re.search(label + r": (\S+) \|", ln)[1])))
+        elif m := re.search(r"validation loss at iteration (\d+) \| lm loss value: (\S+) \|", ln):
+            out["val_lm_loss"].append((int(m[1]), num(m[2])))
+    return out
+
+
+def timm(name):
+    out: dict = {"train_Loss": [], "LR": [], "test_Loss": [], "test_Acc@1": []}
+    step = None
+    for ln in lines_of(name):
+        if m := re.match(r"Train: (\d+) \[ *(\d+)/(\d+) .*  Loss: (\S+) .*  LR: (\S+)  ", ln):
+            step = int(m[1]) * int(m[3]) + int(m[2])  # epoch x updates per epoch + update
+            out["train_Loss"].append((step, num(m[4])))
+            out["LR"].append((step, num(m[5])))
+        elif m := re.match(r"Test: \[ *\d+/\d+\]  .*Loss: +(\S+) .*Acc@1: +(\S+) ", ln):
+            out["test_Loss"].append((step, num(m[1])))  # evaluation: at the step of the training line above
+            out["test_Acc@1"].append((step, num(m[2])))
+    return out
+
+
+def fairseq(name):
+    out: dict = {}
+    for ln in lines_of(name):
+        if m := re.search(r"\| (train_inner|valid|train) \| (\{.*\})$", ln):
+            rec = json.loads(m[2])
+            step = int(next(v for k, v in rec.items() if k.endswith("num_updates")))
+            for k in ("loss", "lr", "valid_loss", "train_loss"):
+                if k in rec:
+                    out.setdefault(k, []).append((step, num(rec[k])))
+    return out
+
+
+def keras(name):
+    out: dict = {"loss": [], "accuracy": [], "val_loss": [], "val_accuracy": []}
+    epoch = None
+    for ln in lines_of(name):
+        if m := re.fullmatch(r"Epoch (\d+)/\d+", ln):
+            epoch = int(m[1])
+        for k in out:
+            if m := re.search(rf"(?:^| ){k}: (\S+)", ln):
+                out[k].append((epoch, num(m[1])))
+    return out
+
+
+def python_logging(name):
+    out: dict = {"loss": [], "lr": [], "tokens/s": [], "val_loss": []}
+    for ln in lines_of(name):
+        if m := re.search(r"epoch \d+ step (\d+)/\d+: loss=(\S+) lr=(\S+) grad_norm=\S+ tokens/s=(\S+)$", ln):
+            for k, v in zip(("loss", "lr", "tokens/s"), m.groups()[1:]):
+                out[k].append((int(m[1]), num(v)))
+        elif m := re.search(r"eval step (\d+): val_loss=(\S+) ", ln):
+            out["val_loss"].append((int(m[1]), num(m[2])))
+    return out
+
+
+def tutorial(name):
+    return {"Loss": [(int(m[1]) * int(m[3]) + int(m[2]), num(m[4])) for ln in lines_of(name)
+                     if (m := re.fullmatch(r"Epoch \[(\d+)/\d+\], Step \[(\d+)/(\d+)\], Loss: (\S+)", ln))]}
+
+
+# file, oracle, training loss, validation series, step key, every series the log has (nothing from its header)
+CORPUS = [
+    ("nanogpt_shakespeare_char.log", nanogpt, "loss", "val_loss", "iter", {"loss", "time", "mfu", "train_loss", "val_loss"}),
+    ("nanogpt_nan.log", nanogpt, "loss", "val_loss", "iter", {"loss", "time", "mfu", "train_loss", "val_loss"}),
+    ("hf_trainer.log", hf_log, "loss", "eval_loss", "epoch",
+     {"loss", "grad_norm", "learning_rate", "eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
+      "train_loss", "train_runtime", "train_samples_per_second", "train_steps_per_second"}),
+    ("hf_trainer_state.json", hf_state, "loss", "eval_loss", "step",
+     {"epoch", "loss", "grad_norm", "learning_rate", "eval_loss", "eval_runtime", "eval_samples_per_second",
+      "eval_steps_per_second", "total_flos", "train_loss", "train_runtime", "train_samples_per_second", "train_steps_per_second"}),
+    ("lightning_progress.log", lightning_bar, "train_loss", "val_loss", "step", {"epoch", "train_loss", "val_loss"}),
+    ("lightning_metrics.csv", csv_cells, "train_loss_step", "val_loss", "step",
+     {"epoch", "train_loss_step", "train_loss_epoch", "val_loss", "val_acc"}),
+    ("torchtitan.log", torchtitan, "loss", "val_loss", "step",
+     {"loss", "grad_norm", "memory", "tps", "tflops", "mfu", "val_loss", "val_memory", "val_tps"}),
+    ("megatron.log", megatron, "lm_loss", "val_lm_loss", "iteration",
+     {"consumed_samples", "elapsed_time_per_iteration_ms", "throughput_per_gpu_tflop_s_gpu", "learning_rate",
+      "global_batch_size", "lm_loss", "loss_scale", "grad_norm", "number_of_skipped_iterations",
+      "number_of_nan_iterations", "val_lm_loss", "val_lm_loss_ppl"}),
+    ("timm.log", timm, "train_Loss", "test_Loss", "step",
+     {"epoch", "train_Loss", "Time", "LR", "Data", "test_Time", "test_Loss", "test_Acc@1", "test_Acc@5"}),
+    ("fairseq.log", fairseq, "loss", "valid_loss", "num_updates",
+     {"epoch", "update", "loss", "ppl", "wps", "ups", "wpb", "bsz", "lr", "gnorm", "loss_scale", "train_wall", "gb_free",
+      "wall", "valid_loss", "valid_ppl", "valid_wps", "valid_wpb", "valid_bsz", "train_loss", "train_ppl", "train_wps",
+      "train_ups", "train_lr", "train_gnorm"}),
+    ("keras2.log", keras, "loss", "val_loss", "Epoch", {"loss", "accuracy", "val_loss", "val_accuracy"}),
+    ("keras3.log", keras, "loss", "val_loss", "Epoch", {"loss", "accuracy", "val_loss", "val_accuracy"}),
+    ("python_logging.log", python_logging, "loss", "val_loss", "step",
+     {"epoch", "loss", "lr", "grad_norm", "tokens/s", "val_loss", "val_ppl"}),
+    ("pytorch_tutorial.log", tutorial, "Loss", None, "step", {"epoch", "Loss"}),
+]
+
+
+def same_points(got, want) -> bool:
+    """The same (step, value) points in step order (a shape's first line waits until the shape repeats, so
+    two shapes feeding one key, like `epoch` in trainer_state.json, are not in file order); NaN equals NaN."""
+    got, want = sorted(got, key=lambda p: p[0]), sorted(want, key=lambda p: p[0])
+    return len(got) == len(want) and all(
+        gs == ws and (gv == wv or math.isnan(gv) and math.isnan(wv)) for (gs, gv), (ws, wv) in zip(got, want))
+
+
+@pytest.mark.parametrize("name, oracle, loss, val, step_key, names", CORPUS, ids=[c[0] for c in CORPUS])
+def test_framework_logs_read_back_step_by_step(name, oracle, loss, val, step_key, names):
+    """Steps from the line's own fields, train and validation apart, header numbers not series: every value of
+    every series the fixture's own reader finds, at the same step, exactly."""
+    from tools.compare import metric_points
+
+    path = FIXTURES / name
+    r = log_metrics(path)
+    assert (r.loss_series, r.val_series, r.step_source) == (loss, val, step_key), r.text()
+    assert {s.name for s in r.series} | set(r.other_series) == names
+    want = oracle(name)
+    assert want[loss] and (val is None or want[val])
+    for key, points in want.items():
+        got = metric_points(path, key)
+        assert same_points(got, [(float(s), float(v)) for s, v in points]), (key, got[:5], points[:5])
+    stats = series(r, loss)
+    assert (stats.count, stats.first_step, stats.last_step) == (len(want[loss]), want[loss][0][0], want[loss][-1][0])
+    assert len(r.model_dump_json()) + len(r.text()) <= 4000
+
+
+def test_nanogpt_nan_is_named_at_its_iteration_not_its_line():
+    r = log_metrics(FIXTURES / "nanogpt_nan.log")
+    assert series(r, "loss").first_nonfinite_step == 170  # issue #13: it said 21, the line's position
+    assert r.findings[0].failure_mode == "nan_inf" and r.findings[0].evidence[0].value == 170
+    assert series(r, "val_loss").first_nonfinite_step == 200
+
+
+def test_throughput_and_time_are_not_losses_or_metrics():
+    kinds = {s.name: s.kind for p in ("nanogpt_shakespeare_char.log", "torchtitan.log", "megatron.log")
+             for s in log_metrics(FIXTURES / p, names=None if p != "megatron.log" else
+                                  ["elapsed_time_per_iteration_ms", "throughput_per_gpu_tflop_s_gpu", "loss_scale"]).series}
+    assert {kinds[k] for k in ("time", "mfu", "tps", "tflops", "elapsed_time_per_iteration_ms",
+                               "throughput_per_gpu_tflop_s_gpu")} == {"throughput"}
+    assert kinds["memory"] == "memory" and kinds["loss_scale"] == "metric" and kinds["loss"] == "loss"
+
+
+@pytest.mark.parametrize("line, key, value", [
+    ("tokens per iteration will be: 8,192", None, None),
+    ("step 3 tokens 902,558 loss 1.5", "tokens", 902558.0),
+    ("step 3 tps 1,234,567.5 loss 1.5", "tps", 1234567.5),
+    ("step 3 loss 1,5", "loss", None),  # a decimal comma is not a thousands separator: no value
+])
+def test_thousands_separators(tmp_path, line, key, value):
+    body = line + "\n" if key is None else "".join(line.replace("step 3", f"step {i}") + "\n" for i in range(3))
+    p = write(tmp_path / "t.log", body + "".join(f"step {i} loss 1.0\n" for i in range(5, 8)))
+    r = log_metrics(p)
+    if key is None:
+        assert [s.name for s in r.series] == ["loss"] and r.other_series == []
+    elif value is None:
+        assert key not in {s.name for s in r.series}
+    else:
+        assert series(r, key).last == value
+
+
+def test_a_header_line_seen_once_is_not_a_series_but_its_lr_is_the_configured_one(tmp_path):
+    p = write(tmp_path / "t.log", "vocab size 32\nlearning_rate = 6e-4\nbatch_size = 64\n"
+              + "".join(f"iter {i}: loss {3 - i / 10:.3f}\n" for i in range(20)))
+    parser = logs._Parser(lambda k: True, lambda *a: None)
+    with open(p, "rb") as f:
+        logs.feed_file(f, p.stat().st_size, parser, lambda d: None)
+    parser.finish()
+    assert parser.config_values() == {"size": "32", "learning_rate": "6e-4", "batch_size": "64"}
+    r = log_metrics(p)
+    assert [s.name for s in r.series] == ["loss"] and series(r, "loss").first_step == 0

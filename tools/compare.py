@@ -5,6 +5,7 @@ Parsing is tools/logs.py's: `log_metrics` gives each run's statistics and curve 
 """
 
 import math
+import os
 import re
 import statistics
 from pathlib import Path
@@ -36,7 +37,12 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
             if logs._looks_binary(f.read(65536)):
                 raise logs._binary_error(path)
             f.seek(0)
-            logs._read_sequential(f, parser, tick=lambda done: None)  # log_metrics' own chunk loop
+            records = logs.json_records(f, os.fstat(f.fileno()).st_size)  # log_metrics' own readers
+            if records is not None:
+                parser.feed(logs._as_lines(records))
+            else:
+                logs._read_sequential(f, parser, tick=lambda done: None)
+            parser.finish()
     except OSError as e:
         raise logs._open_error(path, e) from e
     return points

@@ -5,6 +5,7 @@ bars, ANSI colours, megabyte lines, files truncated or rotated while being read.
 """
 
 import functools
+import json
 import math
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from tools import logfields
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
@@ -337,10 +339,7 @@ def _tail_findings(r: TailLogReport) -> list[Finding]:
 
 # --------------------------------------------------------------------------- log_metrics: parsing
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:[Nn]a[Nn]|NAN|[Ii]nf(?:inity)?|INF)"
-_KV = re.compile(r"(?<![\w.\-/])(?P<q>['\"]?)(?P<k>[A-Za-z_][\w./\-]*?)(?P=q)\s*(?:[:=]\s*|\s+)(?P<v>" + _NUM + r")(?![\w.:\-])")
-_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cpp|cc|c|h|hpp|cu|cuh|rs|go|js|ts|java|sh)$", re.I)
-_TQDM_N = re.compile(r"\|\s*(\d+)/\d+\s*\[")
+_NUM = logfields.NUM
 _IDENT = re.compile(r"[A-Za-z_][\w./\-]*\Z")
 _NUMERIC = re.compile(r"(?:" + _NUM + r")?\Z")
 _HAS_NUM = re.compile(r"\d|nan|inf", re.I)
@@ -350,29 +349,30 @@ _VAL = r"(\S+)"  # float() validates; backtracking gives back a trailing comma o
 # the same matches, without the regex engine trying every shorter one first. Python >= 3.11.
 _PLUS = "++" if sys.version_info >= (3, 11) else "+"
 _CELL = r"([^,\t|\n]*)"
-_STEP_KEYS = ("global_step", "step", "iteration", "iter", "it", "steps", "epoch")
 _MAX_SERIES = 200
 _MAX_TEMPLATES = 8
+_MAX_HELD = 5000
 
 
-def _step_rank(key: str) -> int | None:
-    k = key.lower().rsplit("/", 1)[-1]
-    return _STEP_KEYS.index(k) if k in _STEP_KEYS else None
-
-
-def _generalize(lit: str, at_end: bool) -> str:
+def _generalize(lit: str, at_end: bool, after_value: bool = False) -> str:
     """Literal text between values -> a regex: timestamps and other numbers vary, whitespace width varies.
 
     Coarse on purpose: `\\S+` and ` +` keep the template regex fast (see benchmarks/bench_evidence.py).
-    `at_end`: the line ends after `lit` (otherwise a value follows it).
+    `at_end`: the line ends after `lit` (otherwise a value follows it). `after_value`: `lit` follows a value
+    directly, so its first characters stay literal (`step 5/400:` must not read the value as `5/400`).
     """
     out = []
     toks = [t for t in _LIT_TOKENS.split(lit) if t]
     for i, tok in enumerate(toks):
+        possessive = at_end or i < len(toks) - 1
         if tok.isspace():
             out.append((" " if tok == " " else r"[ \t]") + _PLUS)
         elif any(c.isdigit() for c in tok) and not _IDENT.match(tok):
-            out.append(r"\S" + (_PLUS if at_end or i < len(toks) - 1 else "+"))
+            head = re.match(r"\D*", tok).group() if i == 0 and after_value else ""
+            if head:
+                out.append(re.escape(head) + r"\S*" + ("+" if possessive and _PLUS == "++" else ""))
+            else:
+                out.append(r"\S" + (_PLUS if possessive else "+"))
         else:
             out.append(re.escape(tok))
     return "".join(out)
@@ -387,8 +387,7 @@ class _Template:
     def __init__(self, source: str, keys: list[str], dense: bool = False):
         self.source, self.keys = source, keys
         self.dense = dense  # key/value groups are never empty (CSV cells can be)
-        ranks = [(r, i) for i, k in enumerate(keys) if (r := _step_rank(k)) is not None]
-        self.step = min(ranks)[1] if ranks else None
+        self.step = logfields.step_index([(k, "") for k in keys])
 
 
 class _Parser:
@@ -413,6 +412,11 @@ class _Parser:
         self.spec: tuple = ()
         self.rx_bytes: re.Pattern | None = None
         self.caches: dict = {}  # float conversion caches of the template columns
+        # A series is a line shape the log repeats. The values of a shape seen once so far wait here:
+        # headers and config dumps (`vocab size 32`, `learning_rate = 6e-4`) never repeat.
+        # {shape: (pairs, step index, step, whether the line had a step of its own or after one)}
+        self.held: dict[str, tuple[list[tuple[str, str]], int | None, object, bool]] = {}
+        self.repeated: set[str] = set()
 
     # -- general per-line parser (slow path)
     def _parse_line(self, line: str) -> tuple[list[tuple[str, str]], int | None, str | None]:
@@ -429,26 +433,21 @@ class _Parser:
                 pairs = [(k, c.strip()) for k, c in zip(keys, cells) if c.strip()]
                 src = "[ \\t]*" + re.escape(delim).join([_CELL] * len(keys)) + "[ \\t]*" if delim != "|" else None
                 return pairs, self._step_index(pairs), (f"T{delim}" + src) if src else None
-        pairs, spans = [], []
-        for m in _KV.finditer(line):
-            if _SOURCE_FILE.search(m["k"]):
-                continue  # "[train.py:212]" is where the logger was called, not a metric
-            pairs.append((m["k"], m["v"]))
-            spans.append(m.span("v"))
-        if not pairs:
+        found, step, templatable = logfields.fields(line)
+        if not found:
             self._maybe_header(s)
             return [], None, None
-        step = self._step_index(pairs)
-        tq = _TQDM_N.search(line)
-        if step is None and tq:
-            pairs.append(("step", tq.group(1)))
-            return pairs, len(pairs) - 1, None  # tqdm bars change shape every update: no template
+        pairs = [(f.key, f.value) for f in found]
+        if not templatable:
+            return pairs, step, None  # a step computed from the line (tqdm bars, timm): no template
         out, pos = [], 0
-        for i, (a, b) in enumerate(spans):
-            nxt = spans[i + 1][0] if i + 1 < len(spans) else None
-            out += [_generalize(line[pos:a], False), _value_rx(line[b:nxt], nxt is None)]
-            pos = b
-        out.append(_generalize(line[pos:], True))
+        for i, f in enumerate(found):
+            nxt = found[i + 1].start if i + 1 < len(found) else None
+            out += [_generalize(line[pos:f.start], False, after_value=i > 0), _value_rx(line[f.end:nxt], nxt is None)]
+            if f.unit_end > f.end:  # `41.2ms`: the unit is literal, or `\S+` after the value would take it
+                out.append(re.escape(line[f.end:f.unit_end]))
+            pos = f.unit_end
+        out.append(_generalize(line[pos:], True, after_value=bool(found)))
         return pairs, step, "K" + "".join(out)
 
     @staticmethod
@@ -468,8 +467,26 @@ class _Parser:
 
     @staticmethod
     def _step_index(pairs: list[tuple[str, str]]) -> int | None:
-        ranks = [(r, i) for i, (k, _) in enumerate(pairs) if (r := _step_rank(k)) is not None]
-        return min(ranks)[1] if ranks else None
+        return logfields.step_index(pairs)
+
+    def finish(self) -> None:
+        """At the end of the log: a line seen once is a series point only when it reports a loss at a step
+        (a single evaluation, HF's end-of-training summary); the rest were headers and settings."""
+        out: dict[str, tuple[list, list]] = {}
+        for src in [k for k, (pairs, _i, _s, stepped) in self.held.items()
+                    if stepped and any(logfields.kind(k) == "loss" for k, _ in pairs)]:
+            self._emit(*self.held.pop(src)[:3], out)
+        for key, (steps, vals) in out.items():
+            self.sink(key, steps, vals)
+
+    def config_values(self) -> dict[str, str]:
+        """`key -> value` as the log's header or config dump states it (lines seen once: call after `finish`)."""
+        out: dict[str, str] = {}
+        for pairs, step_i, _s, _st in self.held.values():
+            for i, (k, v) in enumerate(pairs):
+                if i != step_i:
+                    out.setdefault(k, v)
+        return out
 
     def _learn(self, src: str, pairs: list[tuple[str, str]]) -> None:
         if len(self.templates) >= _MAX_TEMPLATES or len(pairs) > 40:
@@ -481,14 +498,27 @@ class _Parser:
             self.templates.append(_Template(body, [k for k, _ in pairs] if src[0] == "K" else self.table[1], src[0] == "K"))
             self.dirty = True
 
-    def _record(self, pairs: list[tuple[str, str]], step_i: int | None, out: dict) -> None:
+    def _record(self, pairs: list[tuple[str, str]], step_i: int | None, out: dict, src: str | None = None) -> None:
+        """One line's values at its step; `src`, its shape: held back the first time it is seen."""
         self.ordinal += 1
+        stepped = step_i is not None or self.carry is not None
         if step_i is not None:
             self.carry = step = pairs[step_i][1]
             k = pairs[step_i][0]
             self.step_keys[k] = self.step_keys.get(k, 0) + 1
         else:
             step = self.carry if self.carry is not None else self.ordinal
+        if src is not None and src not in self.repeated:
+            held = self.held.pop(src, None)
+            if held is None and len(self.held) < _MAX_HELD:
+                self.held[src] = (pairs, step_i, step, stepped)
+                return
+            self.repeated.add(src)
+            if held is not None:
+                self._emit(*held[:3], out)
+        self._emit(pairs, step_i, step, out)
+
+    def _emit(self, pairs: list[tuple[str, str]], step_i: int | None, step, out: dict) -> None:
         for i, (k, v) in enumerate(pairs):
             if i != step_i and self.wanted(k):
                 buf = out.get(k)
@@ -509,7 +539,7 @@ class _Parser:
                 continue
             pairs, step_i, src = self._parse_line(line)
             if pairs:
-                self._record(pairs, step_i, out)
+                self._record(pairs, step_i, out, src)
                 if src:
                     self._learn(src, pairs)
                     if stop_on_learn and self.dirty:
@@ -577,13 +607,14 @@ class _Parser:
         odd = scanned["odd"]
         if odd and not all_steps:
             return False  # line-order steps across shapes: only the ordered walk is exact
-        saved = (self.carry, self.ordinal, dict(self.step_keys))
+        saved = (self.carry, self.ordinal, dict(self.step_keys), dict(self.held), set(self.repeated))
         cols: dict[str, tuple[list, list]] = {}
         self._columns(scanned, cols)
         side: dict[str, tuple[list, list]] = {}
         for k, gap, step_above in odd:
-            if k:  # a line without a step takes the step of the row above it
-                self.carry = step_above
+            # a line without a step takes the step of the row above it (above the chunk's first row: the
+            # step carried into the chunk, not the chunk's last one that `_columns` left)
+            self.carry = step_above if k else saved[0]
             self._slow_lines(gap, side)
         nrows = scanned["nrows"]
         if nrows and all_steps and (not odd or odd[-1][0] != nrows):
@@ -593,7 +624,7 @@ class _Parser:
             out.update(cols)
             return True
         # one series fed by both kinds of lines, or line-order steps across shapes: only the ordered walk is exact
-        self.carry, self.ordinal, self.step_keys = saved
+        self.carry, self.ordinal, self.step_keys, self.held, self.repeated = saved
         return False
 
     def _columns(self, scanned: dict, out: dict) -> None:
@@ -762,8 +793,12 @@ Shape = Literal["decreasing", "plateau", "slow_burn", "hockey_stick", "oscillati
                 "nan_death", "spike_then_nan", "diverging", "train_val_divergence", "too_short", "unclear"]
 
 
+_SHOWN = 8
+
+
 class SeriesStats(BaseModel):
     name: str
+    kind: logfields.Kind = Field(description="loss, lr, grad_norm, throughput (time/speed/MFU), memory or metric")
     count: int
     first: Num
     last: Num
@@ -781,7 +816,9 @@ class LogMetricsReport(Report):
     path: str
     bytes_read: int
     step_source: str = Field(description="which key gave the step ('step', 'epoch', ...) or 'line order'")
-    series: list[SeriesStats]
+    series: list[SeriesStats] = Field(description="the training loss, validation, lr and grad norm first; "
+                                                  f"at most {_SHOWN} unless `names` asks for more")
+    other_series: list[str] = Field(default_factory=list, description="further series found (ask for them with `names`)")
     loss_series: str | None = Field(None, description="the series classified as the training loss")
     val_series: str | None = None
     shape: Shape | None = Field(None, description="classified shape of the training loss curve")
@@ -799,6 +836,10 @@ class LogMetricsReport(Report):
         s = next((x for x in self.series if x.name == self.loss_series), self.series[0])
         return (f"{self.path}: {len(self.series)} series; {s.name} {s.first} -> {s.last} "
                 f"(min {s.min}, {s.nonfinite} non-finite) over {s.count} points; shape: {self.shape}")
+
+
+def _sig(x: float | None, digits: int = 4) -> float | None:
+    return x if x is None or not math.isfinite(x) or x == 0 else float(f"{x:.{digits}g}")
 
 
 _READ_FIRST = 64 << 10
@@ -855,7 +896,8 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
                 last_report = time.monotonic()
 
         try:
-            done = _read_chunks(f, size, parser, tick)
+            done = feed_file(f, size, parser, tick)
+            parser.finish()
         except OSError as e:
             raise _open_error(path, e) from e
     report = _summarise(path, done, series, want, names, parser, notes)
@@ -869,6 +911,51 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
             [(s.name, *s.curve()) for s in ([loss, val] if loss else chosen[:4]) if s],
             (lr.name, *lr.curve()) if lr else None, title=Path(path).name)
     return report
+
+
+_MAX_JSON_DOC = 256 << 20
+
+
+def json_records(f, size: int) -> list[dict] | None:
+    """The records of a log that is one JSON document rather than lines: HF Trainer's `trainer_state.json`
+    (`log_history`), or a JSON list of records. None for anything else (JSON lines included)."""
+    head = f.read(65536)
+    f.seek(0)
+    first = head.lstrip()[:1]
+    if first not in (b"{", b"[") or size > _MAX_JSON_DOC:
+        return None
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        json.loads(line)
+        return None  # the first line is a whole record: JSON lines
+    except ValueError:
+        pass
+    try:
+        doc = json.loads(f.read())
+    except ValueError:
+        return None
+    finally:
+        f.seek(0)
+    records = doc.get("log_history") if isinstance(doc, dict) else doc
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        return None
+    return records
+
+
+def _as_lines(records: list[dict]) -> str:
+    """One JSON line per record, numbers only, so the line parser reads it like any JSON-lines log."""
+    return "".join(json.dumps({k: v for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}) + "\n"
+                   for r in records)
+
+
+def feed_file(f, size: int, parser: "_Parser", tick: Callable[[int], None]) -> int:
+    """Feed the whole file to `parser` (a JSON document's records, else its lines); bytes read."""
+    records = json_records(f, size)
+    if records is not None:
+        parser.feed(_as_lines(records))
+        tick(size)
+        return size
+    return _read_chunks(f, size, parser, tick)
 
 
 def _read_chunks(f, size: int, parser: _Parser, tick: Callable[[int], None]) -> int:
@@ -999,47 +1086,52 @@ def _pread(fd: int, n: int, at: int) -> bytes:
     return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
-def _is_loss_like(name: str) -> bool:
-    return "loss" in name.lower()
-
-
-def _is_val(name: str) -> bool:
-    return bool(re.search(r"val|eval|valid|test|dev", name.lower()))
-
-
-def _is_lr(name: str) -> bool:
-    k = name.lower().rsplit("/", 1)[-1]
-    return k in ("lr", "learning_rate", "learningrate") or k.startswith("lr_") or k.endswith("_lr")
+_is_val = logfields.is_val
+_is_lr = logfields.is_lr
 
 
 def _pick_loss(series: dict[str, _Series]) -> tuple[_Series | None, _Series | None]:
-    losses = [s for s in series.values() if _is_loss_like(s.name) and s.count]
+    losses = [s for s in series.values() if logfields.kind(s.name) == "loss" and s.count]
     train = [s for s in losses if not _is_val(s.name)]
     val = [s for s in losses if _is_val(s.name)]
-    pref = ("loss", "train_loss", "train/loss", "training_loss", "loss/train")
+    pref = ("loss", "train_loss", "train/loss", "training_loss", "loss/train", "lm_loss", "train_loss_step")
     train.sort(key=lambda s: (s.name.lower() not in pref, pref.index(s.name.lower()) if s.name.lower() in pref else 0, -s.count))
-    val.sort(key=lambda s: (not s.name.lower().endswith("loss"), -s.count))
+    # the loss the log names as validation (val before eval before test), and the fullest of those
+    order = ("val", "valid", "eval", "test")
+
+    def val_rank(s: _Series) -> tuple:
+        low = s.name.lower()
+        return (not low.endswith("loss"), next((i for i, w in enumerate(order) if w in low), len(order)),
+                "ppl" in low, -s.count)
+
+    val.sort(key=val_rank)
     return (train[0] if train else (losses[0] if losses else None)), (val[0] if val else None)
 
 
+_KIND_ORDER = ("loss", "lr", "grad_norm", "metric", "memory", "throughput")
+
+
 def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsReport:
+    loss, val = _pick_loss({k: v for k, v in series.items() if want is None or k.lower() in want})
+    chosen = [s for s in series.values() if want is None or s.name.lower() in want]
+    # what a diagnosis reads first: the losses, the LR, the gradient norm; speed and memory last
+    chosen.sort(key=lambda s: (s is not loss, s is not val, _KIND_ORDER.index(logfields.kind(s.name)), -s.count))
+    shown, others = (chosen, []) if want is not None else (chosen[:_SHOWN], chosen[_SHOWN:])
     stats = []
-    for s in series.values():
-        if want is not None and s.name.lower() not in want:
-            continue
+    for s in shown:
         stats.append(SeriesStats(
-            name=s.name, count=s.count, first=s.first, last=s.last,
+            name=s.name, kind=logfields.kind(s.name), count=s.count, first=s.first, last=s.last,
             min=s.lo if s.lo != _INF else None, max=s.hi if s.hi != -_INF else None,
             nonfinite=s.nonfinite, first_nonfinite_step=_step_out(s.first_nonfinite_step),
             first_step=_step_out(s.first_step), last_step=_step_out(s.last_step),
-            smoothed_last=s.ema(), trend=_trend(s.curve()[1])))
+            smoothed_last=_sig(s.ema()), trend=_trend(s.curve()[1])))
     step_source = max(parser.step_keys, key=parser.step_keys.get) if parser.step_keys else "line order"
     found = {s.name.lower() for s in stats}
     not_found = [n for n in names or [] if n.lower() not in found]
     if not_found:
         notes.append("available series: " + ", ".join(sorted(series)[:40]))
-    loss, val = _pick_loss({k: v for k, v in series.items() if want is None or k.lower() in want})
     report = LogMetricsReport(path=str(path), bytes_read=done, step_source=step_source, series=stats,
+                              other_series=[s.name for s in others][:60],
                               loss_series=loss.name if loss else None, val_series=val.name if val else None,
                               not_found=not_found, notes=notes)
     if loss:

@@ -65,12 +65,17 @@ def as_str(text: bytes | str) -> str:
     return text.decode("ascii") if isinstance(text, bytes) else text  # bytes here are always ASCII (clean)
 
 
+_THOUSANDS = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:[eE][-+]?\d+)?\s*\Z")
+
+
 def to_float(x) -> float:
     try:
         return float(x)
     except (TypeError, ValueError):
         if isinstance(x, bytes):  # str float() also takes Unicode digits and spaces
             return to_float(x.decode("utf-8", "replace"))
+        if isinstance(x, str) and "," in x and _THOUSANDS.match(x):
+            return float(x.replace(",", ""))  # `902,558`: Python's `{:,}`; never a decimal comma (`1,5` stays NaN)
         return math.nan
 
 
