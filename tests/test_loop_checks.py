@@ -382,6 +382,10 @@ def test_bad_schedule_inputs_say_what_to_pass(schedulers):
         sched(schedulers, target=f"{schedulers / 'sched.py'}:no_scheduler")
     with pytest.raises(TriageError, match="exactly one"):
         sched(schedulers)
+    (schedulers / "cond.py").write_text("model = build_model_and_load_data()\nif True:\n    total = 1000\n\n"
+                                        "def get_lr(step):\n    model = 1e-3\n    return model * step / total\n")
+    with pytest.raises(TriageError, match="name 'total' is not defined.*top-level constant"):
+        sched(schedulers, lr_schedule="cond.py:get_lr", horizon=10)
 
 
 # ------------------------------------------------------------------ over a real MCP stdio client

@@ -248,8 +248,9 @@ class ScheduleCheckReport(ProbeReport):
         if self.note:
             return f"schedule_check: {self.schedule}: {self.note}"
         return (f"schedule_check {self.schedule} over {self.horizon} steps ({self.horizon_from}): "
-                f"lr {_g(self.first_lr)} -> peak {_g(self.peak_lr)} at step {self.peak_step} -> {_g(self.final_lr)}; "
-                f"configured {_g(self.base_lr)}" + ("" if self.findings else "; no problem found"))
+                f"lr {_g(self.first_lr)} -> peak {_g(self.peak_lr)} at step {self.peak_step} -> {_g(self.final_lr)}"
+                + (f"; configured {_g(self.base_lr)}" if self.base_lr is not None else "")
+                + ("" if self.findings else "; no problem found"))
 
 
 def _line(raw: dict, step) -> str | None:

@@ -16,6 +16,7 @@ import copy
 import math
 import os
 import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -48,6 +49,27 @@ def _bound(stmt) -> list:
     return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
+def _needs(stmt, path) -> set:
+    """The module-level names a top-level statement reads when it runs.
+
+    For a def, the globals its body reads (the code objects' co_names, not its locals) plus what the def line
+    itself evaluates (decorators, defaults, annotations): a local `model` must not make us build the module's model.
+    """
+    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    code = compile(ast.Module(body=[stmt], type_ignores=[]), str(path), "exec")
+    names, stack = set(), [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while stack:
+        c = stack.pop()
+        names |= set(c.co_names)
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    a = stmt.args
+    header = [*stmt.decorator_list, *a.defaults, *[d for d in a.kw_defaults if d is not None], stmt.returns,
+              *[x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None]]
+    return names | {n.id for h in header if h is not None for n in ast.walk(h)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
 class ModuleScope:
     """The module-level names of a file, each executed on demand with what it needs, and nothing else."""
 
@@ -73,10 +95,9 @@ class ModuleScope:
         self._busy.add(name)
         try:
             for stmt in self.defs[name]:  # every top-level binding, in file order: the last one wins
-                for n in ast.walk(stmt):
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name:
-                        self.need(n.id)
                 try:
+                    for n in _needs(stmt, self.path) - {name}:
+                        self.need(n)
                     exec(compile(ast.Module(body=[stmt], type_ignores=[]), str(self.path), "exec"), self.ns)
                 except Exception as e:  # noqa: BLE001 - a name we cannot compute stays undefined; said if used
                     self.failed[name] = f"{type(e).__name__}: {e}"[:200]
@@ -213,6 +234,11 @@ def function_curve(job, fn, horizon, landmarks):
             if i == 0 and "argument" in str(e):
                 raise TargetSpecError(f"the schedule must be a function of the step alone, lr = f(step): {e}") from e
             raise UserCodeError("schedule", e) from e
+        except NameError as e:
+            # the file was not run: only its top-level plain assignments, imports and defs exist
+            raise TargetSpecError(f"{e} when calling the schedule: it reads a name its file sets only when it runs "
+                                  "(inside an if/for, from argparse or a config), or a misspelt one; make it a "
+                                  "top-level constant or pass a small function with the values written in") from e
         except Exception as e:  # noqa: BLE001
             raise UserCodeError("schedule", e) from e
         if i % 100_000 == 0:
