@@ -21,7 +21,8 @@ DECISIVE = 0.8
 # A short run, not one step: update ratios mean nothing at Adam's first step (see probes.STEADY_STEP).
 GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
-PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_norm_snapshot", "data_check"})
+PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_norm_snapshot", "data_check",
+                    "sequence_check", "schedule_check"})
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
@@ -116,7 +117,8 @@ StepFn = Callable[..., Awaitable[Report]]
 Step = tuple[str, StepFn, float]
 # Cheap checks that always run, whatever an earlier step found: the static scan and the log corroborate,
 # init_loss_check carries the model's train/eval mode, the short grad snapshot the optimizer's coverage.
-ALWAYS = frozenset({"static_scan", "tail_log", "log_metrics", "init_loss_check", "grad_norm_snapshot"})
+ALWAYS = frozenset({"static_scan", "tail_log", "log_metrics", "init_loss_check", "grad_norm_snapshot",
+                    "sequence_check", "schedule_check"})
 # Steps whose findings are hypotheses to confirm, not measurements of the model.
 READ_ONLY = frozenset({"static_scan", "tail_log", "log_metrics"})
 
@@ -309,6 +311,32 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
     return steps
 
 
+SCHEDULE_NAME = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler)(_|$)|^get_lr|lr_lambda", re.I)
+
+
+def schedule_functions(sources: list[Path], workspace: Path, limit: int = 2) -> list[str]:
+    """'file.py:get_lr' for top-level one-argument functions named like an LR schedule (nanoGPT's get_lr(it))."""
+    import ast
+
+    out: list[str] = []
+    for path in sources:
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and SCHEDULE_NAME.search(node.name) \
+                    and len(node.args.args) == 1 and not node.args.vararg:
+                try:
+                    rel = path.resolve().relative_to(workspace.resolve())
+                except ValueError:
+                    continue
+                out.append(f"{rel}:{node.name}")
+    return out[:limit]
+
+
 def source_paths_for(target: str | None, command: list[str] | None, workspace: Path) -> list[str]:
     """What to scan statically when the caller named no sources: the target's file, the script."""
     out: list[str] = []
@@ -338,7 +366,7 @@ async def run_triage(
     user's own script, run for a bounded number of steps under the instruments, shows what lives only in
     the loop (step order, schedules, a crash on the second batch).
     """
-    from tools import probes
+    from tools import loop_checks, probes
     from tools.logs import log_metrics, tail_log
     from tools.static_scan import static_scan
 
@@ -382,7 +410,11 @@ async def run_triage(
         steps += [
             ("init_loss_check", lambda t, p: probes.init_loss_check(w, target, py, t, p), 45.0),
             ("grad_norm_snapshot", lambda t, p: probes.grad_norm_snapshot(w, target, None, GRAD_STEPS, py, t, p), 45.0),
+            ("sequence_check", lambda t, p: loop_checks.sequence_check(w, target, py, t, p), 45.0),
         ]
+    for fn in schedule_functions(sources or [], workspace_root):
+        steps.append((f"schedule_check:{fn}", lambda t, p, fn=fn: loop_checks.schedule_check(w, fn, None, None, py, t, p),
+                      45.0))
     if command:
         steps += [
             ("grad_norm_snapshot:script",
