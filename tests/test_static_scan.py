@@ -741,6 +741,45 @@ def test_freeze_then_unfreeze_the_head_gaussian_weights_and_dist_autograd_are_no
     """) == []
 
 
+def test_deliberate_stop_gradients_in_forward_are_not_a_cut_graph():
+    module = """
+    import copy, torch, torch.nn as nn, torch.nn.functional as F
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos_table", torch.randn(1, 512, 64))
+        def forward(self, x, q, mems, target, probs):
+            {body}
+    """
+    for body in ("return x + (q - x).detach()",                       # straight-through estimator
+                 "return F.cross_entropy(x, target) * probs.detach()",  # a detached weight
+                 "return x + self.pos_table[:, :x.size(1)].clone().detach()",  # a buffer
+                 "return x, [m.detach() for m in mems]",               # carried memory
+                 "return F.mse_loss(self.proj(x), target.detach())"):  # the target of a loss
+        assert scan(module.replace("{body}", body)) == [], body
+    assert scan(module.replace("{body}", "if self.detach_target:\n                target = target.detach()\n"
+                                         "            return F.mse_loss(x, target)")) == []
+    assert scan(module.replace("{body}", "h = self.enc(x).detach()\n            return self.head(h)")) == ["detach_in_forward"]
+
+
+def test_frozen_teacher_guarded_log_helper_and_plotting_are_not_bugs():
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.kl_div(F.log_softmax(model(x), -1), F.log_softmax(teacher(x), -1), log_target=True)
+        loss.backward()
+        optimizer.step()
+    """).replace("for x, y in loader:", "teacher = copy.deepcopy(model)\nfor p in teacher.parameters():\n"
+                 "    p.requires_grad_(False)\nfor x, y in loader:")) == []
+    assert scan("""
+    import matplotlib.pyplot as plt
+    def log(t, eps=1e-20):
+        return t.clamp(min=eps).log()
+    prob = logits.softmax(dim=-1)
+    entropy = -(prob * log(prob)).sum(dim=-1)
+    plt.scatter(x, y)
+    """) == []
+
+
 def test_a_loss_turned_into_a_number_after_backward_is_logging_not_a_cut_graph():
     assert scan(loop("""
         optimizer.zero_grad()

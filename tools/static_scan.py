@@ -309,6 +309,8 @@ class ParsedFile:
                 for key, value in self._bindings(n):
                     table.setdefault(key, []).append(value)
             self.assigned[scope] = table
+        self.imported = {(a.asname or a.name).split(".")[0] for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))
+                         for a in n.names}
         self.loss_objects = self._loss_objects()
         self.prob_models = self._probability_models()
 
@@ -365,7 +367,10 @@ class ParsedFile:
                     key = (self.scope_of.get(n), _src(n))
                     if key not in seen:
                         seen.add(key)
-                        todo.extend(self.values_of(n))
+                        values = self.values_of(n)
+                        if not indices:  # judging a cut: what was assigned before this use, when there is such
+                            values = [v for v in values if v.lineno <= n.lineno] or values
+                        todo.extend(values)
         return out
 
     def in_no_grad(self, node: ast.AST) -> bool:
@@ -746,9 +751,12 @@ def rule_graph_cut(f: ParsedFile) -> list[Hit]:
         custom_backward = isinstance(owner, ast.ClassDef) and any(
             isinstance(m, ast.FunctionDef) and m.name == "backward" for m in owner.body)
         if fn.name == "forward" and not custom_backward:
+            buffers = {_src(c.args[0]).strip("'\"") for c in ast.walk(owner) if _method_call(c, "register_buffer") and c.args} \
+                if isinstance(owner, ast.ClassDef) else set()
             for r in _in_scope(fn):
                 if isinstance(r, ast.Return) and r.value is not None:
-                    bad = next((b for e in f.closure(r.value, indices=False) for b in [_leaves_autograd(e, True)] if b is not None), None)
+                    bad = next((b for e in f.closure(r.value, indices=False) for b in [_leaves_autograd(e, True)]
+                                if b is not None and not _deliberate_detach(f, b, buffers)), None)
                     if bad is not None:
                         hits.append((bad, "detach_in_forward"))
     for root, backward in [(r, True) for r in _backward_roots(f)] + [(r, False) for r in _loss_function_returns(f)]:
@@ -763,6 +771,55 @@ def rule_graph_cut(f: ParsedFile) -> list[Hit]:
         elif backward and _prediction_under_no_grad(f, root, exprs):
             hits.append((root, "forward_under_no_grad"))
     return hits
+
+
+def _ancestors(f: ParsedFile, node: ast.AST) -> Iterator[ast.AST]:
+    up = f.parent.get(node)
+    while up is not None and not isinstance(up, ast.stmt):
+        yield up
+        up = f.parent.get(up)
+
+
+def _deliberate_detach(f: ParsedFile, cut: ast.AST, buffers: set[str]) -> bool:
+    """A stop-gradient that leaves a live path or cuts nothing trainable: a straight-through estimator
+    (x + (q - x).detach(), soft - soft.detach()), a detached weight (loss * w.detach()), a buffer
+    (self.pos_table[:, :T].clone().detach()), or one switched by a flag (if self.detach_target:)."""
+    receiver = cut.func.value if isinstance(cut, ast.Call) and isinstance(cut.func, ast.Attribute) else \
+        cut.value if isinstance(cut, ast.Attribute) else None
+    base = receiver
+    while isinstance(base, (ast.Subscript, ast.Call, ast.Attribute)) and not (
+            isinstance(base, ast.Attribute) and _src(base.value) == "self"):
+        base = base.func.value if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) else \
+            base.value if isinstance(base, (ast.Subscript, ast.Attribute)) else None
+        if base is None:
+            break
+    if isinstance(base, ast.Attribute) and _src(base.value) == "self" and base.attr in buffers:
+        return True
+    child, up = cut, f.parent.get(cut)
+    while up is not None and not isinstance(up, ast.stmt):
+        if isinstance(up, ast.BinOp) and isinstance(up.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            other = up.right if child is up.left else up.left
+            if not any(_leaves_autograd(n, True) is not None for n in [other]):
+                return True  # another operand carries the gradient
+        child, up = up, f.parent.get(up)
+    carried = _src(receiver) + " ".join(_src(g.iter) for c in _ancestors(f, cut) if isinstance(
+        c, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) for g in c.generators)  # [m.detach() for m in mems]
+    if any(w in carried.lower() for w in ("mem", "cache", "past", "kv", "state", "hidden")):
+        return True  # carried memory / recurrent state: truncated backprop on purpose
+    stmt = f.parent.get(cut)
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = f.parent.get(stmt)
+    if isinstance(stmt, ast.Assign) and any(w in _src(t).lower() for t in stmt.targets for w in ("target", "teacher", "label")):
+        return True  # a regression / distillation target built inside forward
+    child, up = cut, f.parent.get(cut)
+    while up is not None and not isinstance(up, SCOPES):
+        if isinstance(up, ast.If) and any(w in _src(up.test).lower() for w in ("detach", "stop", "freeze", "frozen")):
+            return True
+        if isinstance(up, ast.Call) and f.loss_kind(up) and child is not f.first_arg(up) and child in [*up.args, *(
+                k.value for k in up.keywords)]:
+            return True  # the target of a loss
+        child, up = up, f.parent.get(up)
+    return False
 
 
 def _leaves_autograd_at_top(e: ast.AST) -> bool:
@@ -793,7 +850,8 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
         return hits  # freeze everything, then unfreeze the head: deliberate
     for n in f.nodes:
         if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") \
-                and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name):
+                and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name) \
+                and not _frozen_copy(f, n.iter.func.value):
             param = n.target.id  # `for p in model.parameters(): p.requires_grad = False`
             for s in _in_scope(n):
                 if isinstance(s, ast.Assign) and any(_src(t) == f"{param}.requires_grad" for t in s.targets) \
@@ -808,10 +866,20 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+def _frozen_copy(f: ParsedFile, owner: ast.AST) -> bool:
+    """A teacher / EMA / target network / frozen deepcopy: frozen on purpose, not the model being trained."""
+    name = _src(owner).lower()
+    return any(w in name for w in ("frozen", "teacher", "target", "ema", "ref", "old", "copy", "critic_targ")) or any(
+        isinstance(v, ast.Call) and _src(v.func) in ("deepcopy", "copy.deepcopy") for v in f.values_of(owner))
+
+
 def rule_numerics(f: ParsedFile) -> list[Hit]:
     hits = []
     for n in f.nodes:
-        if isinstance(n, ast.Call) and _name(n) in ("log", "log2", "log10", "sqrt") and not _src(n.func).startswith("math."):
+        own_guarded_log = isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in f.functions and \
+            _guarded(f.functions[n.func.id])  # def log(t, eps=1e-20): return t.clamp(min=eps).log()
+        if isinstance(n, ast.Call) and _name(n) in ("log", "log2", "log10", "sqrt") and not _src(n.func).startswith("math.") \
+                and not own_guarded_log:
             arg = n.args[0] if n.args else (n.func.value if isinstance(n.func, ast.Attribute) else None)
             if arg is not None and not _guarded(arg) and _has_probability(f, arg):
                 hits.append((n, "log_of_probability"))
@@ -1091,8 +1159,9 @@ def _out_of_place(f: ParsedFile, call: ast.Call, fnl: set[str]) -> tuple[str, as
     if not isinstance(call.func, ast.Attribute):
         return None
     receiver = call.func.value
-    if isinstance(receiver, ast.Name) and receiver.id in ("torch", "np", "numpy", "math", "F", "nn", "re", "os", "random"):
-        return None
+    if isinstance(receiver, ast.Name) and (receiver.id in ("torch", "np", "numpy", "math", "F", "nn", "re", "os", "random")
+                                          or receiver.id in f.imported):
+        return None  # plt.scatter(x, y), np.where(...): a module's function, not a tensor method
     if name in TENSOR_ONLY and not _module_like(f, receiver):
         return name, receiver
     if name in TENSOR_IF_KNOWN and _tensor_evidence(f, receiver, fnl):
