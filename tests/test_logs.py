@@ -6,6 +6,9 @@ import math
 import os
 import random
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,12 +192,70 @@ def test_sparse_hole_from_copytruncate_is_not_called_binary(tmp_path):
     assert r.lines == ["step 3 loss 1.5"]
 
 
-def test_stale_log_without_error_is_a_low_confidence_hang(tmp_path):
-    p = write(tmp_path / "t.log", "step 5 loss 1.0\n")
-    os.utime(p, (p.stat().st_atime - 3600, p.stat().st_mtime - 3600))
-    r = tail_log(p, 5)
-    assert r.stale_s >= 3599
-    assert [(f.failure_mode, f.confidence) for f in r.findings] == [("hang", 0.3)]
+def age(p: Path, seconds: float) -> Path:
+    os.utime(p, (p.stat().st_atime - seconds, p.stat().st_mtime - seconds))
+    return p
+
+
+def holder(path: Path, mode: str) -> subprocess.Popen:
+    """A real process that opens `path` (`a`: as a training run writing its log, `r`: as `tail -f`) and waits."""
+    code = ("import sys, time\nf = open(sys.argv[1], sys.argv[2])\n"
+            "if 'a' in sys.argv[2]:\n    f.write('iter 30: loss 2.5000, time 41.20ms, mfu 3.10%\\n'); f.flush()\n"
+            "print('ready', flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path), mode], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(timeout=10)
+    proc.stdout.close()
+
+
+def test_a_finished_log_with_an_old_mtime_is_not_a_hang(tmp_path):
+    """Issue #13: a nanoGPT log that ended normally after its last iteration was reported as hang 30%."""
+    p = age(write(tmp_path / "train.log", (FIXTURES / "nanogpt_shakespeare_char.log").read_text()), 557)
+    r = tail_log(p, 20)
+    assert r.stale_s >= 556 and r.last_step == 2000
+    assert r.run_state == "ended" and r.writers == [] and r.findings == []
+    assert any("ended" in n for n in r.notes)
+
+
+def test_a_stale_log_a_live_process_still_writes_is_a_hang(tmp_path):
+    p = write(tmp_path / "train.log", "iter 10: loss 3.1000, time 41.00ms, mfu 3.00%\niter 20: loss 2.9000, time 41.10ms, mfu 3.00%\n")
+    proc = holder(p, "a")
+    try:
+        r = tail_log(age(p, 900), 20)
+        assert r.run_state == "stalled" and [w.pid for w in r.writers] == [proc.pid]
+        assert [(f.failure_mode, f.confidence) for f in r.findings] == [("hang", 0.6)]
+        assert r.last_step == 30 and f"pid {proc.pid}" in r.findings[0].summary
+        os.kill(proc.pid, signal.SIGSTOP)  # Ctrl-Z'd: still a hang, and the finding says why
+        try:
+            r = tail_log(p, 20)
+            assert r.writers[0].status == "stopped" and "stopped" in r.findings[0].summary
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+    finally:
+        stop(proc)
+    r = tail_log(age(p, 900), 20)  # the process is gone: the run ended, it is not hung
+    assert r.run_state == "ended" and r.findings == []
+
+
+def test_a_reader_of_the_log_is_not_its_writer(tmp_path):
+    p = write(tmp_path / "train.log", "step 5 loss 1.0\n")
+    proc = holder(p, "r")  # `tail -f train.log` in another terminal
+    try:
+        r = tail_log(age(p, 900), 5)
+        assert r.run_state == "ended" and r.writers == [] and r.findings == []
+    finally:
+        stop(proc)
+
+
+def test_a_log_ending_in_a_traceback_is_a_crash_not_a_hang(tmp_path):
+    r = tail_log(age(write(tmp_path / "t.log", TRACEBACK), 3600), 50)
+    assert r.run_state == "crashed"
+    assert [f.failure_mode for f in r.findings] == ["shape_mismatch"]
 
 
 # ------------------------------------------------------------------ log_metrics: formats

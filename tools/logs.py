@@ -96,6 +96,17 @@ class LogEvent(BaseModel):
     count: int = Field(1, description="how many times this same event repeats in the window (reported once)")
 
 
+RunState = Literal["active", "crashed", "stalled", "ended"]
+_ACTIVE_S = 120.0  # written this recently: the run is live, no need to look for its process
+_HANG_S = 300.0
+
+
+class Writer(BaseModel):
+    pid: int
+    status: str = Field(description="running, sleeping, disk-sleep, stopped, ...")
+    cmdline: str
+
+
 class TailLogReport(Report):
     path: str
     size_bytes: int
@@ -104,12 +115,17 @@ class TailLogReport(Report):
     events: list[LogEvent]
     last_step: int | None
     stale_s: float = Field(description="seconds since the file was last written")
+    run_state: RunState = Field(
+        description="active: written in the last few minutes; crashed: the log ends in a traceback/kill/segfault; "
+                    "stalled: not written for a while but a process still has it open for writing (a hang "
+                    "candidate); ended: not written for a while and no process on this machine writes it")
+    writers: list[Writer] = Field(default_factory=list, description="processes holding the log open for writing (checked when stale)")
     notes: list[str] = Field(default_factory=list)
 
     def headline(self) -> str:
         kinds = sorted({e.kind for e in self.events})
         return (f"{self.path}: {len(self.lines)} lines from the end, last step {self.last_step}, "
-                f"written {self.stale_s:.0f}s ago; events: {', '.join(kinds) or 'none'}")
+                f"written {self.stale_s:.0f}s ago, run {self.run_state}; events: {', '.join(kinds) or 'none'}")
 
 
 _TB_HEAD = re.compile(r"^(?P<prefix>.*?)Traceback \(most recent call last\):\s*$")
@@ -207,13 +223,87 @@ def tail_log(path: Path, lines: int = 50) -> TailLogReport:
         if m:
             last_step = int(next(g for g in m.groups() if g))
             break
+    stale_s = round(max(0.0, time.time() - st.st_mtime), 1)
+    writers: list[Writer] = []
+    if _ends_in_crash(events):
+        state: RunState = "crashed"
+    elif stale_s < _ACTIVE_S:
+        state = "active"
+    else:
+        writers, hidden = _writers(st)
+        state = "stalled" if writers else "ended"
+        if not writers:
+            notes.append(f"no process on this machine has the log open for writing: the run ended {stale_s:.0f}s ago"
+                         + (f" ({hidden} processes of other users could not be inspected)" if hidden else "")
+                         + "; if it runs on another machine, check there")
     report = TailLogReport(
         path=str(path), size_bytes=st.st_size, lines=[_shorten(t) for t in text[window_start:]],
         first_line_number=line_no(window_start), events=events, last_step=last_step,
-        stale_s=round(max(0.0, time.time() - st.st_mtime), 1), notes=notes,
+        stale_s=stale_s, run_state=state, writers=writers, notes=notes,
     )
     report.findings = _tail_findings(report)
     return report
+
+
+def _ends_in_crash(events: list[LogEvent]) -> bool:
+    """The last lines are a traceback, a kill or a native crash."""
+    return any(e.kind in ("traceback", "killed", "segfault") and e.line_from_end <= 30 for e in events)
+
+
+def _writers(st: os.stat_result) -> tuple[list[Writer], int]:
+    """Processes with this file (same device and inode, whatever path they opened) open for writing, and how
+    many processes could not be inspected. A reader (`tail -f`) is not the run."""
+    import psutil
+
+    me, found, hidden = os.getpid(), [], 0
+    for pid in psutil.pids():
+        if pid == me:
+            continue
+        try:
+            fds = _write_fds_linux(pid, st) if os.path.isdir("/proc/self/fd") else _write_fds_psutil(pid, st)
+        except (PermissionError, psutil.AccessDenied):
+            hidden += 1
+            continue
+        except (OSError, psutil.Error):
+            continue  # gone meanwhile
+        if fds:
+            try:
+                p = psutil.Process(pid)
+                found.append(Writer(pid=pid, status=p.status(), cmdline=" ".join(p.cmdline())[:200]))
+            except psutil.Error:
+                continue
+    return found[:10], hidden
+
+
+def _write_fds_linux(pid: int, st: os.stat_result) -> list[int]:
+    out = []
+    base = f"/proc/{pid}/fd"
+    for fd in os.listdir(base):
+        try:
+            t = os.stat(f"{base}/{fd}")
+            if (t.st_ino, t.st_dev) != (st.st_ino, st.st_dev):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                flags = next((int(ln.split()[1], 8) for ln in f if ln.startswith("flags:")), 0)
+        except OSError:
+            continue
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            out.append(int(fd))
+    return out
+
+
+def _write_fds_psutil(pid: int, st: os.stat_result) -> list[int]:
+    import psutil
+
+    out = []
+    for f in psutil.Process(pid).open_files():
+        try:
+            t = os.stat(f.path)
+        except OSError:
+            continue
+        if (t.st_ino, t.st_dev) == (st.st_ino, st.st_dev) and getattr(f, "mode", "w") != "r":
+            out.append(f.fd)
+    return out
 
 
 def _events(text: list[str], window_start: int, line_no: Callable[[int], int | None]) -> list[LogEvent]:
@@ -328,12 +418,21 @@ def _tail_findings(r: TailLogReport) -> list[Finding]:
         out.append(Finding(failure_mode="exception", confidence=0.6, summary="the process crashed in native code",
                            evidence=[Evidence(what="log line", value=e.text[:300], source=src)],
                            fix="Rerun with PYTHONFAULTHANDLER=1 (and CUDA_LAUNCH_BLOCKING=1 on GPU) to get the Python stack of the crash"))
-    if not out and r.stale_s > 300 and r.lines:
-        out.append(Finding(failure_mode="hang", confidence=0.3,
-                           summary=f"the log has not been written for {r.stale_s:.0f}s and ends without an error",
-                           evidence=[Evidence(what="stale_s", value=r.stale_s, source=src),
-                                     Evidence(what="last_step", value=r.last_step, source=src)],
-                           fix="If the run should still be going, process_check(stack=True) shows where it waits"))
+    # A quiet log is a hang only while its process is alive to write it; a log nobody writes is a run that ended.
+    if not out and r.run_state == "stalled" and r.stale_s > _HANG_S:
+        w = r.writers[0]
+        stopped = w.status == "stopped"
+        out.append(Finding(
+            failure_mode="hang", confidence=0.4 if stopped else 0.6,
+            summary=(f"pid {w.pid} still has the log open for writing but wrote nothing for {r.stale_s:.0f}s "
+                     f"(last step {r.last_step})" + (" and is stopped (SIGSTOP / Ctrl-Z)" if stopped else "")),
+            evidence=[Evidence(what="seconds since the log was written", value=r.stale_s, source=src),
+                      Evidence(what="last step in the log", value=r.last_step, source=src),
+                      Evidence(what="writer", value=f"pid {w.pid} ({w.status}): {w.cmdline[:120]}", source="/proc/<pid>/fdinfo")],
+            fix=(f"kill -CONT {w.pid} if it was stopped by mistake" if stopped else
+                 f"process_check(pid={w.pid}, stack=True): the stack shows where it waits (DataLoader queue, lock, NCCL "
+                 "collective); a long silent phase (evaluation, checkpoint save) is not a hang"),
+            location=f"pid {w.pid}"))
     return out
 
 
