@@ -770,6 +770,13 @@ def test_frozen_teacher_guarded_log_helper_and_plotting_are_not_bugs():
         optimizer.step()
     """).replace("for x, y in loader:", "teacher = copy.deepcopy(model)\nfor p in teacher.parameters():\n"
                  "    p.requires_grad_(False)\nfor x, y in loader:")) == []
+    assert scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(resnet(x), y)
+        loss.backward()
+        optimizer.step()
+    """).replace("for x, y in loader:", "for param in resnet.parameters():\n    param.requires_grad = False\n"
+                 "resnet.fc = nn.Linear(resnet.fc.in_features, 100)\nfor x, y in loader:")) == []
     assert scan("""
     import matplotlib.pyplot as plt
     def log(t, eps=1e-20):

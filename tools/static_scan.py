@@ -851,7 +851,7 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
     for n in f.nodes:
         if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") \
                 and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name) \
-                and not _frozen_copy(f, n.iter.func.value):
+                and not _frozen_copy(f, n.iter.func.value) and not _head_replaced(f, n.iter.func.value.id, n):
             param = n.target.id  # `for p in model.parameters(): p.requires_grad = False`
             for s in _in_scope(n):
                 if isinstance(s, ast.Assign) and any(_src(t) == f"{param}.requires_grad" for t in s.targets) \
@@ -864,6 +864,14 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
                 and isinstance(n.func.value, ast.Name) and "model" in n.func.value.id.lower():
             hits.append((n, "whole_model_requires_grad_false"))
     return hits
+
+
+def _head_replaced(f: ParsedFile, owner: str, freeze: ast.AST) -> bool:
+    """Freeze a pretrained net, then give it a new head (resnet.fc = nn.Linear(...)): the head trains."""
+    end = getattr(freeze, "end_lineno", freeze.lineno)
+    return any(isinstance(n, ast.Assign) and n.lineno > end and isinstance(n.value, ast.Call)
+               and _name(n.value)[:1].isupper() and any(_src(t).startswith(owner + ".") for t in n.targets)
+               for n in f.nodes)
 
 
 def _frozen_copy(f: ParsedFile, owner: ast.AST) -> bool:
