@@ -876,3 +876,14 @@ def test_findings_carry_location_evidence_fix_and_avoid():
 def test_rule_table_uses_the_failure_mode_vocabulary():
     for rule in RULES.values():
         assert rule.failure_mode in FAILURE_MODES and 0 < rule.confidence < 1 and rule.why and rule.fix
+
+
+def test_every_loop_rule_of_issue_14_carries_its_own_avoid_and_reaches_the_finding():
+    loop_rules = [r for r in RULES if r.startswith("discarded_")] + [
+        "zero_grad_between_backward_and_step", "scheduler_step_before_optimizer_step",
+        "epoch_schedule_stepped_per_batch", "accumulation_loss_not_divided", "zero_grad_inside_accumulation",
+        "targets_are_unshifted_inputs"]
+    for rule_id in loop_rules:
+        assert RULES[rule_id].avoid and RULES[rule_id].avoid != FAILURE_MODES[RULES[rule_id].failure_mode][1], rule_id
+    assert RULES["zero_grad_between_backward_and_step"].failure_mode == "missing_zero_grad"
+    assert RULES["scheduler_step_before_optimizer_step"].confidence < 0.5

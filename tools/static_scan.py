@@ -32,6 +32,9 @@ class Rule:
     avoid: str = ""  # the tempting wrong fix for this rule; empty: the failure mode's own
 
 
+DISCARD_AVOID = ("Do not rewrite the layer or add more ops around it: the op is already written, only its result is "
+                 "dropped; assign it (or use the in-place `_` variant).")
+
 RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("missing_zero_grad", "missing_zero_grad", 0.85,
          "this loop calls backward()/step() but never zeroes the gradients, so .grad accumulates across steps",
@@ -150,7 +153,8 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("discarded_mask", "data_pipeline", 0.6,  # padding attended to, masked-out values kept
          "a masking op's result is thrown away (masked_fill/where/tril return a new tensor), so the values meant "
          "to be masked out (padding, invalid positions) flow on unchanged",
-         "assign the result back (x = x.masked_fill(mask, value)) or use the in-place masked_fill_"),
+         "assign the result back (x = x.masked_fill(mask, value)) or use the in-place masked_fill_",
+         DISCARD_AVOID),
     Rule("discarded_device_move", "exception", 0.6,  # "Expected all tensors to be on the same device"
          "tensor.to(device) / .cuda() returns a moved copy and leaves the original where it was (only nn.Module.to "
          "moves in place), so this tensor stays on the CPU and the first op with the model's weights raises a device mismatch",
@@ -159,26 +163,32 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("discarded_dtype_cast", "exception", 0.55,  # "expected scalar type Long/Float"
          "a dtype cast (.float() / .long() / .half() / .type(...)) on a tensor returns a new tensor; the original keeps "
          "its dtype, so the loss or matmul that needed the cast gets the wrong dtype (an error, or integer math)",
-         "assign it: y = y.long() / x = x.float()"),
+         "assign it: y = y.long() / x = x.float()",
+         DISCARD_AVOID),
     Rule("discarded_reshape", "shape_mismatch", 0.6,  # the next op sees the old layout
          "a reshape/transpose/squeeze/contiguous is thrown away, so the next line gets the old shape or layout: a "
          "shape error, a .view() on non-contiguous memory, or a silent broadcast",
-         "assign the result: x = x.transpose(1, 2) / x = x.contiguous()"),
+         "assign the result: x = x.transpose(1, 2) / x = x.contiguous()",
+         DISCARD_AVOID),
     Rule("discarded_clamp", "nan_inf", 0.6,  # the epsilon guard never applies
          "a clamp with an epsilon bound is thrown away (clamp returns a new tensor), so the guard never applies and "
          "log/division of the exact zeros it was meant to stop gives -inf/NaN",
-         "assign it: p = p.clamp(min=eps) (or use the in-place clamp_)"),
+         "assign it: p = p.clamp(min=eps) (or use the in-place clamp_)",
+         DISCARD_AVOID),
     Rule("discarded_weight_clip", "exploding_gradients", 0.6,  # a WGAN critic without its Lipschitz bound
          "weight clipping with p.data.clamp(...) / p.clamp(...) returns new tensors, so the weights are never "
          "clipped and the critic's weights and gradients grow without the bound",
-         "use the in-place p.data.clamp_(-c, c) inside torch.no_grad()"),
+         "use the in-place p.data.clamp_(-c, c) inside torch.no_grad()",
+         DISCARD_AVOID),
     Rule("discarded_dropout", "overfitting", 0.5,  # no regularisation at all
          "F.dropout(x, ...) returns a new tensor and this result is thrown away, so the layer trains without dropout",
-         "assign it: x = F.dropout(x, p, training=self.training), or use an nn.Dropout module"),
+         "assign it: x = F.dropout(x, p, training=self.training), or use an nn.Dropout module",
+         DISCARD_AVOID),
     Rule("discarded_transform", "data_pipeline", 0.5,  # the values flowing on are not the ones the code means
          "an out-of-place op's result is thrown away, so the tensor used afterwards is the untransformed one "
          "(un-normalized inputs, a missing activation or residual term)",
-         "assign the result (x = F.normalize(x) / x = x.add(y)) or use the in-place `_` variant"),
+         "assign the result (x = F.normalize(x) / x = x.add(y)) or use the in-place `_` variant",
+         DISCARD_AVOID),
 ]}
 
 
