@@ -1487,7 +1487,9 @@ def _accumulating_backward_loops(f: ParsedFile):
         if not steps or not backs:
             continue
         guard = _mod_guard(f, steps[0], loop)
-        if guard is not None:
+        # every step behind `% k`: accumulation. A WGAN's generator stepped every n_critic batches next to a
+        # critic stepped every batch is not.
+        if guard is not None and all(_mod_guard(f, st, loop) is not None for st in steps):
             free = [b for b in backs if _mod_guard(f, b, loop) is None]
             if free:
                 yield loop, free[0], steps[0], _mod_count(guard), None, True
