@@ -610,6 +610,18 @@ def test_accumulation_that_divides_in_a_helper_rescales_grads_or_uses_accelerate
             optimizer_G.step()
     """) == []
     assert scan("""
+    for i, (imgs, _) in enumerate(dataloader):
+        if i % n_critic == 0:
+            optimizer_G.zero_grad()
+            g_loss = -torch.mean(discriminator(generator(z)))
+            g_loss.backward()
+            optimizer_G.step()
+        optimizer_D.zero_grad()
+        d_loss = -torch.mean(discriminator(imgs)) + torch.mean(discriminator(generator(z).detach()))
+        d_loss.backward()
+        optimizer_D.step()
+    """) == []
+    assert scan("""
     for batch in loader:
         with accelerator.accumulate(model):
             loss = model(**batch).loss
