@@ -709,6 +709,67 @@ def test_labels_equal_to_input_ids_are_right_for_hf_causal_lm_and_for_masked_lm(
     """) == []
 
 
+LIT_VAE = """
+import torch, torch.nn as nn, torch.nn.functional as F
+
+class LitVAE(nn.Module):
+    def __init__(self, d=256, latent=8):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, 2 * latent))
+        self.decoder = nn.Sequential(nn.Linear(latent, 128), nn.ReLU(), nn.Linear(128, d))
+
+    def forward(self, x):
+        mu, logvar = self.encoder(x).chunk(2, dim=-1)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        return self.decoder(z), mu, logvar
+
+    def elbo_terms(self, x):
+        logits, mu, logvar = self(x)
+        recon = F.binary_cross_entropy_with_logits(logits, x, reduction="sum") / x.size(0)
+        kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp()) / x.size(0)
+        return recon, kld
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        recon, kld = self.elbo_terms(x)
+        loss = recon + beta * kld
+        return loss
+"""
+
+
+def test_kl_subtracted_from_a_lightning_vae_loss_is_a_loss_sign_bug():
+    code = inject(LIT_VAE, "loss = recon + beta * kld", "loss = recon - beta * kld")
+    (hit,) = hits_of(code, "kl_subtracted_from_loss")
+    assert hit.failure_mode == "loss_function" and hit.line == line_of(code, "loss = recon - beta * kld")
+    assert scan(LIT_VAE) == []
+    # an ELBO written with the negative KL is subtracted correctly
+    assert scan(inject(inject(LIT_VAE, "kld = -0.5 * torch.sum(", "neg_kl = 0.5 * torch.sum("),
+                       "return recon, kld", "return recon, neg_kl").replace("loss = recon + beta * kld", "loss = recon - beta * kld")) == []
+
+
+def test_lightning_autoencoder_whose_decoder_ends_in_sigmoid_fed_to_bce_with_logits_through_self():
+    code = """
+    import torch.nn as nn
+    class LitAutoEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 8))
+            self.decoder = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 784), nn.Sigmoid())
+            self.criterion = nn.BCEWithLogitsLoss()
+
+        def forward(self, x):
+            return self.decoder(self.encoder(x))
+
+        def training_step(self, batch, batch_idx):
+            (x,) = batch
+            x_hat = self(x)
+            return self.criterion(x_hat, x)
+    """
+    assert scan(code) == ["sigmoid_into_bce_with_logits"]
+    assert scan(code.replace("BCEWithLogitsLoss", "BCELoss")) == ["sigmoid_then_bce_loss"]
+    assert scan(code.replace(", nn.Sigmoid())", ")")) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 

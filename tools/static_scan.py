@@ -143,6 +143,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "shift by one: x, y = data[i:i + T], data[i + 1:i + T + 1] (or logits[:, :-1] against tokens[:, 1:]); "
          "Hugging Face *ForCausalLM models shift labels=input_ids themselves, so pass labels= instead of your own loss",
          "Do not read the near-zero loss as a well-trained model or lower the LR; shift the targets by one token."),
+    Rule("kl_subtracted_from_loss", "loss_function", 0.7,
+         "the KL term is subtracted from the loss: the VAE loss is -ELBO = reconstruction + KL, so minimising "
+         "reconstruction - KL maximises the KL (mu and log-variance run off and the loss goes to -inf)",
+         "add it: loss = recon + kld (with a weight if you mean one: recon + beta * kld)",
+         "Do not clamp the log-variance or lower the LR to stop the blow-up; fix the sign of the KL term."),
     # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
     # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
     Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
@@ -425,14 +430,16 @@ class ParsedFile:
                         ends[_src(t).removeprefix("self.")] = kind
                 elif isinstance(parent, ast.Return) and self.scope_of.get(parent) in self.functions.values():
                     ends[self.scope_of[parent].name] = kind
-            if isinstance(n, ast.ClassDef):
-                for f in n.body:
-                    if isinstance(f, ast.FunctionDef) and f.name == "forward":
-                        for r in _in_scope(f):
-                            if isinstance(r, ast.Return) and r.value is not None:
-                                kind = self._prob_kind(r.value, ends)
-                                if kind:
-                                    ends[n.name] = kind
+        for _ in range(2):  # after every Sequential is known; twice, for a class built from another one
+            for n in self.nodes:
+                if isinstance(n, ast.ClassDef):
+                    for f in n.body:
+                        if isinstance(f, ast.FunctionDef) and f.name == "forward":
+                            for r in _in_scope(f):
+                                if isinstance(r, ast.Return) and r.value is not None:
+                                    kind = self._prob_kind(r.value, ends)
+                                    if kind:
+                                        ends[n.name] = kind
         for table in self.assigned.values():  # model = build_model() / model = Net()
             for key, values in table.items():
                 for v in values:
@@ -457,6 +464,11 @@ class ParsedFile:
         if isinstance(expr.func, ast.Attribute) and name in PASSTHROUGH:
             return self._prob_kind(expr.func.value, models, depth + 1)
         callee = _src(expr.func).removeprefix("self.")
+        if callee == "self":  # x_hat = self(x) inside a (Lightning-style) module: that class's own output
+            owner = self.parent.get(expr)
+            while owner is not None and not isinstance(owner, ast.ClassDef):
+                owner = self.parent.get(owner)
+            callee = owner.name if owner is not None else callee
         if callee in models:
             return models[callee]
         if models and isinstance(expr.func, (ast.Name, ast.Attribute)) and any(
@@ -1676,10 +1688,45 @@ def rule_unshifted_lm_targets(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- VAE objective ---------------------------------------------------------------------------
+
+
+def _positive_kl(e: ast.AST) -> bool:
+    """-0.5 * sum(1 + logvar - mu ** 2 - logvar.exp()) or F.kl_div / kl_divergence: the KL itself (>= 0)."""
+    text = _src(e).replace(" ", "").lower()
+    if any(_name(c) in ("kl_div", "kl_divergence") for c in ast.walk(e) if isinstance(c, ast.Call)):
+        return True
+    return text.startswith("-0.5*") and ("logvar" in text or "log_var" in text or "sigma" in text) and "exp" in text
+
+
+def rule_kl_sign(f: ParsedFile) -> list[Hit]:
+    defs: dict[str, list[ast.AST]] = {}
+    for table in f.assigned.values():
+        for key, values in table.items():
+            if "kl" in key.lower():
+                defs.setdefault(key, []).extend(values)
+    # names whose every element-wise definition is the non-negative KL (a call returning it counts as unknown)
+    positive = {k for k, vs in defs.items() if any(_positive_kl(v) for v in vs)
+                and all(_positive_kl(v) or isinstance(v, ast.Call) and not _positive_kl(v) and _name(v) not in LOSS_FUNCS
+                        for v in vs)}
+    hits = []
+    for n in f.nodes:
+        if isinstance(n, ast.Assign) and any("loss" in _src(t).lower() for t in n.targets) and \
+                isinstance(n.value, ast.BinOp) and isinstance(n.value.op, ast.Sub):
+            right = n.value.right
+            kl = right.right if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult) else right  # beta * kld
+            if isinstance(kl, ast.BinOp) and isinstance(kl.op, ast.Mult):
+                kl = kl.left if "kl" in _src(kl.left).lower() else kl.right
+            if _src(kl) in positive:
+                hits.append((n, "kl_subtracted_from_loss"))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
-                  rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets]
+                  rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
+                  rule_kl_sign]
 
 
 # ---------------------------------------------------------------------------------------------
