@@ -326,6 +326,7 @@ class ParsedFile:
             self.assigned[scope] = table
         self.imported = {(a.asname or a.name).split(".")[0] for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))
                          for a in n.names}
+        self.loop_tensors: dict[ast.AST, set[str]] = {}  # scope -> names unpacked from a loader (a cache)
         self.loss_objects = self._loss_objects()
         self.prob_models = self._probability_models()
 
@@ -1132,7 +1133,9 @@ def _module_like(f: ParsedFile, expr: ast.AST, depth: int = 0) -> bool:
 def _loop_tensors(f: ParsedFile, scope: ast.AST) -> set[str]:
     """Names unpacked from a batch iterator: `for x, y in loader`, `for i, (xb, yb) in enumerate(train_dl)`.
     A lone `for batch in loader` is not counted: that may be a dict or an HF BatchEncoding, whose .to() is in place."""
-    out = set()
+    if scope in f.loop_tensors:
+        return f.loop_tensors[scope]
+    out = f.loop_tensors[scope] = set()
     for n in _in_scope(scope):
         if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Tuple) and any(
                 w in _src(n.iter).lower() for w in LOADER_WORDS):
