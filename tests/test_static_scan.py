@@ -869,6 +869,8 @@ def test_frozen_teacher_guarded_log_helper_and_plotting_are_not_bugs():
     prob = logits.softmax(dim=-1)
     entropy = -(prob * log(prob)).sum(dim=-1)
     plt.scatter(x, y)
+    fig, ax = plt.subplots()
+    ax.scatter(x, y)
     """) == []
 
 

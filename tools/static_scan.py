@@ -1063,15 +1063,15 @@ def rule_host_sync(f: ParsedFile) -> list[Hit]:
 # --- out-of-place ops whose result is dropped --------------------------------------------------
 
 # Tensor methods only tensors (and arrays/frames with the same out-of-place meaning) have.
-TENSOR_ONLY = {"masked_fill", "masked_scatter", "index_fill", "index_add", "index_copy", "index_put", "scatter",
+TENSOR_ONLY = {"masked_fill", "masked_scatter", "index_fill", "index_add", "index_copy", "index_put",
                "scatter_add", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "view", "t", "flatten",
-               "expand", "expand_as", "repeat", "movedim", "swapaxes", "narrow", "view_as", "reshape", "reshape_as",
+               "expand", "expand_as", "movedim", "swapaxes", "narrow", "view_as", "reshape", "reshape_as",
                "clamp", "clamp_min", "clamp_max", "nan_to_num", "long", "int", "bool", "type_as", "tril", "triu",
                "softmax", "log_softmax", "roll", "flip", "masked_select"}
-# Names other objects carry too (set.add, logger.log, nn.Module.to/float is in place): need a tensor in hand.
-TENSOR_IF_KNOWN = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "add", "sub", "mul", "div",
+# Names other objects carry too (set.add, logger.log, ax.scatter, nn.Module.to/float is in place): need a tensor in hand.
+TENSOR_IF_KNOWN = {"scatter", "repeat", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "add", "sub", "mul", "div",
                    "pow", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "relu", "sigmoid", "tanh", "where", "clip",
-                   "matmul", "lerp", "maximum", "minimum", "normal", "sign", "round", "floor", "ceil", "gelu"}
+                   "matmul", "lerp", "maximum", "minimum", "sign", "round", "floor", "ceil", "gelu"}
 TORCH_OUT_OF_PLACE = {"where", "clamp", "clip", "masked_fill", "transpose", "permute", "reshape", "squeeze",
                       "unsqueeze", "flatten", "cat", "stack", "add", "sub", "mul", "div", "matmul", "softmax",
                       "log_softmax", "sigmoid", "tanh", "relu", "exp", "log", "sqrt", "abs", "nan_to_num", "tril",
