@@ -1,4 +1,5 @@
-"""MCP tools: the debugging journal and regression tests (journal_append, journal_search, write_regression_test)."""
+"""MCP tools: the debugging journal and regression tests (journal_append, journal_search, write_regression_test,
+run_regression_test)."""
 
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,8 @@ from tools.errors import TriageError
 from tools.journal import JournalAppendReport, JournalSearchReport
 from tools.journal import journal_append as _journal_append
 from tools.journal import journal_search as _journal_search
-from tools.regression import RegressionTestReport
+from tools.regression import RegressionRunReport, RegressionTestReport
+from tools.regression import run_regression_test as _run_regression_test
 from tools.regression import write_regression_test as _write_regression_test
 
 JournalPath = Annotated[str, Field(description="the journal file, relative to the workspace")]
@@ -73,26 +75,56 @@ def _spec_file(spec: str | None) -> Path | None:
 
 @tool
 async def write_regression_test(
-    failure_mode: Annotated[str, Field(description="the failure-mode id the fix addressed; picks the template")],
-    name: Annotated[str, Field(description="what the test pins down, e.g. 'entropy_stays_finite' (no path)")],
+    failure_mode: Annotated[str, Field(description="the failure-mode id of the bug; picks what the test asserts")],
+    name: Annotated[str | None, Field(
+        description="what the test pins down, e.g. 'lr_never_exceeds_peak' (no path); default: from the failure mode")] = None,
     target: Annotated[str | None, Field(description="target factory, e.g. 'train.py:make_target' (workspace-relative)")] = None,
     function: Annotated[str | None, Field(
-        description="a function under test, e.g. 'model.py:entropy' (nan_inf edge inputs) or 'train.py:train_step' "
-                    "(missing_zero_grad, train_eval_mode)")] = None,
+        description="your code where the bug lives: an LR schedule 'train.py:get_lr' (lr_too_high/low), a model class "
+                    "'model.py:GPT' (data_leakage: causality), a numeric helper 'model.py:entropy' (nan_inf), a train "
+                    "step 'train.py:train_step' with target= (missing_zero_grad, train_eval_mode). A flat training script "
+                    "is loaded without running its loop")] = None,
+    command: Annotated[list[str] | None, Field(
+        description="your training script, e.g. ['python', 'train.py'], run from the workspace root and stopped after "
+                    "params['steps'] optimizer steps (default 50); asserts the failure's symptom on the real loop")] = None,
+    template: Annotated[str | None, Field(
+        description="force one template instead of the failure mode's (e.g. 'overfit_one_batch', 'lr_schedule', "
+                    "'script'); the report's try_next names sharper ones")] = None,
     params: Annotated[dict[str, Any] | None, Field(
-        description="template parameters (bounds, steps, tolerance, edge inputs); unknown keys are rejected with the list")] = None,
+        description="bounds and settings baked into the file (steps, horizon, peak, max_lr, checks, ...); 'script.X' "
+                    "sets X only for the script run; unknown keys are rejected with the list")] = None,
     python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
-    timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 120.0,
+    timeout_s: Annotated[float | None, Field(gt=0, le=1800, description="wall-clock limit for the pytest run "
+                                                                        "(default 120 s, plus the script's own limit)")] = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, RegressionTestReport]:
-    """Write tests/test_<name>.py from the failure mode's template and run it with pytest; after a validated fix.
+    """Write tests/test_<name>.py that exercises the code where the bug lives, BEFORE the fix, and run it now.
 
-    The test imports the user's code through `target` and/or `function`, is seeded, CPU-only and takes
-    seconds. The code is import-checked first (nothing is written if it does not import); an existing
-    file is never overwritten (a _2 suffix is used). Returns passed/failed/error/timeout with the output
-    tail. It must PASS now; prove it catches the bug by reverting the fix once and seeing it fail.
+    The test imports your code by path (target and/or function) and/or runs your training script (command)
+    for a bounded number of steps, asserting the measured symptom: no NaN loss, LR never above its peak,
+    future tokens do not change past logits, gradients cleared every step, every parameter changes...
+    It must FAIL now (fails_now=true, catches_bug=true, with the failure message: measured, then expected).
+    If it passes on the buggy code the verdict says DOES NOT CATCH THE BUG and try_next lists sharper
+    templates or parameters: do not fix yet, write a better test. After the fix, run_regression_test(path)
+    must pass. Never overwrites a file (a _2 suffix is used); code that does not import writes nothing.
     """
     return reply(await _write_regression_test(
         workspace_root=ws().root, failure_mode=failure_mode, name=name, target=target, function=function,
-        target_file=_spec_file(target), function_file=_spec_file(function), params=params, python=python,
-        timeout_s=timeout_s, on_progress=progress_reporter(ctx)))
+        command=command, template=template, target_file=_spec_file(target), function_file=_spec_file(function),
+        params=params, python=python, timeout_s=timeout_s, on_progress=progress_reporter(ctx)))
+
+
+@tool
+async def run_regression_test(
+    path: Annotated[str, Field(description="the test file write_regression_test returned, e.g. tests/test_lr_never_exceeds_peak.py")],
+    python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
+    timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 600.0,
+) -> Annotated[CallToolResult, RegressionRunReport]:
+    """Re-run a regression test after the fix: passes_now must be true (and not because every test skipped).
+
+    Returns passes_now, the verdict and, if it still fails, the failure message (measured, then expected).
+    A test that still fails means the fix is incomplete: never loosen its bounds until it passes.
+    """
+    test_file = ws().existing_file(path)
+    return reply(await _run_regression_test(workspace_root=ws().root, test_file=test_file, python=python,
+                                            timeout_s=timeout_s))

@@ -1,11 +1,11 @@
-"""The journal tools over a real MCP stdio session against `python -m server`."""
+"""The journal and regression-test tools over a real MCP stdio session against `python -m server`."""
 
 import shutil
 
 from conftest import EXAMPLES, run, stdio_client, text_of
 
 
-def test_fix_is_journaled_and_its_regression_test_fails_on_the_bug_then_passes(workspace, no_stray_processes):
+def test_test_written_before_the_fix_fails_then_passes_after_it_and_the_journal_cites_it(workspace, no_stray_processes):
     shutil.copytree(EXAMPLES / "nan_div_zero", workspace / "nan_div_zero")
     train = workspace / "nan_div_zero" / "train.py"
     (workspace / "journal.md").write_text("# notes\nkeep me")
@@ -19,13 +19,16 @@ def test_fix_is_journaled_and_its_regression_test_fails_on_the_bug_then_passes(w
                     "function": "nan_div_zero/train.py:Standardize", "params": {"edge_inputs": ["constant_rows"]}}
             broken = await client.call_tool("write_regression_test", args)
             assert not broken.is_error, text_of(broken)
-            assert broken.structured_content["status"] == "failed"
-            assert "NaN/Inf" in text_of(broken)
+            report = broken.structured_content
+            assert (report["status"], report["fails_now"], report["catches_bug"]) == ("failed", True, True)
+            assert "NaN/Inf" in report["failure_message"] and text_of(broken).startswith(
+                "tests/test_standardize_stays_finite.py: catches the bug")
 
             shutil.copy(train.parent / "train_fixed.py", train)
-            fixed = await client.call_tool("write_regression_test", args)
-            report = fixed.structured_content
-            assert (report["status"], report["path"]) == ("passed", "tests/test_standardize_stays_finite_2.py")
+            fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
+            assert not fixed.is_error, text_of(fixed)
+            assert (fixed.structured_content["passes_now"], fixed.structured_content["template"]) == (
+                True, "nan_inf_function")
 
             entry = await client.call_tool("journal_append", {
                 "title": "NaN loss on step 0 from constant sensor rows", "failure_mode": "nan_inf",
@@ -37,7 +40,13 @@ def test_fix_is_journaled_and_its_regression_test_fails_on_the_bug_then_passes(w
 
             found = await client.call_tool("journal_search", {"query": "std epsilon", "failure_mode": "nan_inf"})
             [record] = found.structured_content["entries"]
-            assert record["anchor"] == anchor and record["test_path"] == "tests/test_standardize_stays_finite_2.py"
+            assert record["anchor"] == anchor and record["test_path"] == "tests/test_standardize_stays_finite.py"
+
+            # written after the fix, the same test passes at once: the tool says plainly it proves nothing
+            late = await client.call_tool("write_regression_test", args)
+            late_report = late.structured_content
+            assert (late_report["path"], late_report["fails_now"]) == ("tests/test_standardize_stays_finite_2.py", False)
+            assert "DOES NOT CATCH THE BUG" in text_of(late) and late_report["try_next"]
 
             outside = await client.call_tool("journal_append", {
                 "title": "t", "failure_mode": "nan_inf", "symptom": "s", "root_cause": "r", "fix": "f",
@@ -46,9 +55,31 @@ def test_fix_is_journaled_and_its_regression_test_fails_on_the_bug_then_passes(w
             bad = await client.call_tool("write_regression_test", {"failure_mode": "nan_inf", "name": "../x",
                                                                    "function": "nan_div_zero/train.py:Standardize"})
             assert bad.is_error and "path separator" in text_of(bad)
+            escape = await client.call_tool("run_regression_test", {"path": "../elsewhere/test_x.py"})
+            assert escape.is_error and "outside" in text_of(escape)
 
     run(body)
     assert (workspace / "journal.md").read_text().startswith("# notes\nkeep me\n\n<a id=")
     assert not (workspace.parent / "escaped.md").exists()
     assert sorted(p.name for p in (workspace / "tests").iterdir()) == [
         "test_standardize_stays_finite.py", "test_standardize_stays_finite_2.py"]
+
+
+def test_script_mode_test_over_stdio_catches_a_loop_bug(workspace, no_stray_processes):
+    # the bug lives only in the loop (main() never calls zero_grad): the test runs the user's script itself
+    shutil.copytree(EXAMPLES / "missing_zero_grad", workspace, dirs_exist_ok=True)
+
+    async def body():
+        async with stdio_client(workspace) as client:
+            broken = await client.call_tool("write_regression_test", {
+                "failure_mode": "missing_zero_grad", "command": ["python", "train.py", "--steps", "30"],
+                "params": {"steps": 10}})
+            assert not broken.is_error, text_of(broken)
+            report = broken.structured_content
+            assert report["catches_bug"] and report["template"] == "script", text_of(broken)
+            assert "previous step's gradients still in .grad" in report["failure_message"]
+            shutil.copy(workspace / "train_fixed.py", workspace / "train.py")
+            fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
+            assert fixed.structured_content["passes_now"], text_of(fixed)
+
+    run(body)

@@ -80,8 +80,8 @@ def _copy_example(name: str, dest: Path, fixed: bool) -> None:
 def _render(ws: Path, test_name: str, example: str, mode: str, function: str | None, params: dict) -> None:
     target = f"examples/{example}/train.py:make_target"
     function = function and f"examples/{example}/{function}"
-    template, _, eff = validate(mode, test_name, target, function, None, None, params)
-    source = render_test(template, failure_mode=mode, title=test_name, target=target, function=function, params=eff)
+    plan, _ = validate(mode, test_name, target, function, None, None, params)
+    source = render_test(plan, failure_mode=mode, title=test_name, target=target, function=function, command=None)
     (ws / "tests" / f"test_{test_name}.py").write_text(source)
 
 
@@ -166,6 +166,8 @@ def test_tool_never_overwrites_and_reports_the_failure(workspace, no_stray_proce
                     function="nan_div_zero/train.py:Standardize", function_file=train,
                     params={"edge_inputs": ["constant_rows"]})
     assert (report.path, report.status, report.passed) == ("tests/test_standardize_stays_finite_2.py", "failed", False)
+    assert report.fails_now and report.catches_bug and report.verdict.startswith("catches the bug")
+    assert "constant_rows input" in report.failure_message and not report.try_next
     assert "constant_rows input" in report.output_tail and "NaN/Inf" in report.output_tail
     assert mine.read_bytes() == b"# a hand-written test with the same name\n"
     source = (workspace / report.path).read_text()
@@ -198,8 +200,14 @@ def test_a_hung_test_times_out_and_leaves_no_process(workspace, no_stray_process
     ({"params": {"max_grad_norm": float("nan")}}, "finite"),
     ({"target": "train.py"}, "must look like 'path/file.py:name'"),
     ({"target": "train.py:make_tagret"}, "defines no top-level 'make_tagret'.*make_target"),
-    ({"target": None}, "needs target="),
-    ({"failure_mode": "missing_zero_grad"}, "lives in the training loop.*train_step"),
+    ({"target": None}, "nothing to test for exploding_gradients: pass target=, function= or command="),
+    ({"failure_mode": "missing_zero_grad"}, "lives in the training loop.*command=.*train_step"),
+    ({"failure_mode": "exploding_gradients", "function": "train.py:make_target"}, "function= has no template"),
+    ({"template": "lr_schedule"}, "the lr_schedule template needs function="),
+    ({"template": "nope"}, "unknown template 'nope'"),
+    ({"target": None, "command": []}, "command is empty"),
+    ({"target": None, "command": ["python", "train.py"], "params": {"script.checks": ["nope"]}}, "unknown script checks"),
+    ({"target": None, "command": ["python", "missing.py"]}, "not a file under the workspace"),
 ])
 def test_bad_input_is_refused_and_nothing_is_written(workspace, kwargs, message):
     (workspace / "train.py").write_text("def make_target():\n    return {}\n\nif True:\n    def helper():\n        pass\n")
@@ -230,8 +238,8 @@ def test_names_defined_under_a_main_guard_count_as_defined(workspace):
 
 def test_generated_file_is_standalone_python():
     def render(params):
-        template, _, eff = validate("nan_inf", "x", None, "m.py:f", None, None, params)
-        return render_test(template, failure_mode="nan_inf", title="x", target=None, function="m.py:f", params=eff)
+        plan, _ = validate("nan_inf", "x", None, "m.py:f", None, None, params)
+        return render_test(plan, failure_mode="nan_inf", title="x", target=None, function="m.py:f", command=None)
 
     source = render({"inputs": ["torch.zeros(2, 3)"]})
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
@@ -243,7 +251,95 @@ def test_generated_file_is_standalone_python():
 
 def test_every_template_file_exists_and_every_mode_has_one():
     from tools.failure_modes import FAILURE_MODES
-    from tools.regression import TEMPLATE_DIR, template_for
-    for mode in FAILURE_MODES:
-        assert (TEMPLATE_DIR / f"{template_for(mode).name}.py.tmpl").exists()
-    assert set(TARGET_TEMPLATES) == {t.name for t in TEMPLATES.values() if t.needs != "target+function"}
+    from tools.regression import TEMPLATE_DIR, plan_bodies
+    for name in TEMPLATES:
+        assert (TEMPLATE_DIR / f"{name}.py.tmpl").exists()
+    for mode in FAILURE_MODES:  # every mode has a test for a target (but a loop-only bug) and for a script
+        if mode != "missing_zero_grad":
+            assert plan_bodies(mode, "t.py:f", None, None)
+        assert [b.name for b in plan_bodies(mode, None, None, ["python", "t.py"])] == ["script"]
+    assert set(TARGET_TEMPLATES) == {t.name for t in TEMPLATES.values() if t.uses == "target"}
+
+
+# ---------------------------------------------------------------- bugs in the user's own loop (nanoGPT-style)
+
+NANOGPT = Path(__file__).resolve().parent / "fixtures" / "nanogpt"
+# bug -> (file, the correct line(s), the buggy line(s)): the three bugs of issue 14, one at a time
+NANOGPT_BUGS = {
+    "mask_not_applied": ("model.py", 'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))',
+                         'att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'),
+    "warmup_never_ends": ("train.py", "    if it < warmup_iters:", "    if it < lr_decay_iters:"),
+    "zero_grad_before_step": ("train.py", "    optimizer.zero_grad(set_to_none=True)\n    loss.backward()\n",
+                              "    loss.backward()\n    optimizer.zero_grad(set_to_none=True)\n"),
+}
+
+
+def _nanogpt_with(workspace: Path, bug: str) -> None:
+    shutil.copytree(NANOGPT, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    file, good, bad = NANOGPT_BUGS[bug]
+    source = (workspace / file).read_text()
+    assert source.count(good) == 1
+    (workspace / file).write_text(source.replace(good, bad))
+
+
+def _nanogpt_fixed(workspace: Path) -> None:
+    for file in ("model.py", "train.py"):
+        shutil.copy(NANOGPT / file, workspace / file)
+
+
+def _rerun(workspace: Path, path: str):
+    from tools.regression import run_regression_test
+
+    async def body():
+        return await run_regression_test(workspace_root=workspace, test_file=workspace / path)
+    return anyio.run(body)
+
+
+@pytest.mark.parametrize("bug, mode, function, catching", [
+    ("warmup_never_ends", "lr_too_high", "train.py:get_lr",
+     {"test_schedule_never_exceeds_its_peak", "test_script_lr_never_exceeds_its_peak"}),
+    ("mask_not_applied", "data_leakage", "model.py:GPT",
+     {"test_function_model_future_tokens_do_not_change_past_logits", "test_script_future_tokens_do_not_change_past_logits"}),
+    ("zero_grad_before_step", "missing_zero_grad", None, {"test_script_optimizer_steps_see_a_gradient"}),
+])
+def test_loop_bug_is_caught_by_a_test_of_the_users_code_and_released_by_the_fix(workspace, no_stray_processes,
+                                                                                  bug, mode, function, catching):
+    _nanogpt_with(workspace, bug)
+    report = _write(workspace, failure_mode=mode, function=function,
+                    function_file=function and workspace / function.split(":")[0],
+                    command=["python", "train.py"], params={"steps": 25})
+    failing = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and report.catches_bug, report.text()
+    assert failing == catching, report.text()  # the function test and the script run each catch it on their own
+    assert all(c.kind == "assertion" for c in report.cases if c.outcome == "failed")
+    measured, _, expected = report.failure_message.partition("; expected")
+    assert measured and expected, f"message should state what was measured, then what was expected: {report.failure_message}"
+    source = (workspace / report.path).read_text()
+    assert "mltriage" not in "".join(line for line in source.splitlines() if line.startswith(("import", "from")))
+
+    _nanogpt_fixed(workspace)
+    after = _rerun(workspace, report.path)
+    assert after.passes_now and after.status == "passed", after.text()
+    assert (after.failure_mode, after.template) == (mode, report.template)
+
+
+def test_a_test_that_passes_on_the_bug_is_reported_as_not_catching_it(workspace):
+    _nanogpt_with(workspace, "mask_not_applied")  # a leak is not a NaN: a finite-loss test cannot see it
+    report = _write(workspace, failure_mode="nan_inf", name="loss finite", command=["python", "train.py"],
+                    params={"steps": 5})
+    assert report.status == "passed" and not report.fails_now and not report.catches_bug
+    assert report.verdict.startswith("DOES NOT CATCH THE BUG") and "catches the bug" not in report.text()
+    assert any("script.steps" in t for t in report.try_next)
+    assert "Do not fix yet" in report.next_step
+
+
+def test_flat_script_is_loaded_without_running_it(workspace):
+    # train.py trains at import (a top-level loop, and argv parsing that breaks under pytest): the schedule
+    # test loads only its imports, settings and functions
+    _nanogpt_fixed(workspace)
+    report = _write(workspace, failure_mode="lr_too_low", function="train.py:get_lr",
+                    function_file=workspace / "train.py", params={"min_peak_fraction": 2.0})
+    [case] = [c for c in report.cases if c.outcome == "failed"]
+    assert case.test == "test_schedule_reaches_its_peak" and "learning_rate = 0.003 in train.py" in case.message
+    assert "steps 0..200" in case.message  # the horizon read from max_iters
+    assert not (workspace / "out").exists() and "iter 0" not in report.output_tail

@@ -1,23 +1,30 @@
-"""Regression tests from templates: one per failure mode, rendered into the workspace's tests/ and run.
+"""Regression tests that run the code where the bug lived, written BEFORE the fix and proven to fail on it.
 
-A template (journal_templates/tests/<template>.py.tmpl, after the shared _header.py.tmpl) is a plain
-pytest file that imports the user's code through a target factory and/or a named function and
-asserts the invariant the bug broke. The rendered file is self-contained: it needs torch and pytest,
-not mltriage, so it stays in the user's suite. Nothing is overwritten: the name is claimed with
-O_EXCL, and before anything is written the target is imported once in the user's interpreter, so
-a target that does not import is reported with its traceback and leaves no file behind.
+A test file is composed of template bodies (journal_templates/tests/*.py.tmpl, after the shared header):
+one for the user's FUNCTION (their LR schedule, their model class, their train step, a numeric helper),
+one for their training SCRIPT run for a bounded number of optimizer steps under an instrument that the test
+carries itself (COMMAND), and one for their TARGET factory (model, data, loss, optimizer). Each asserts the
+measured symptom of the failure mode. The rendered file is standalone pytest: it needs torch and pytest,
+not mltriage, so it stays in the user's suite.
+
+The tool runs the new test at once on the current code: `fails_now` must be true before the fix (a test that
+passes on the bug is reported as not catching it, with what to try instead); `run_regression_test` re-runs
+it after the fix, where it must pass. Nothing is overwritten: the name is claimed with O_EXCL, and the code
+under test is imported once first, so a target that does not import leaves no file behind.
 """
 
 import ast
 import math
 import os
-import pprint
 import re
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.failure_modes import FAILURE_MODES
@@ -26,22 +33,26 @@ from tools.report import Report
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "journal_templates" / "tests"
 
+Uses = Literal["target", "function", "target+function", "command"]
+
 
 @dataclass(frozen=True)
 class RegressionTemplate:
     name: str
-    needs: Literal["target", "target+function", "target|function"]
+    uses: Uses
     what: str
     defaults: dict[str, Any] = field(default_factory=dict)
+    parts: tuple[str, ...] = ("_target",)
 
 
 _T = RegressionTemplate
 TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
-    _T("nan_inf", "target|function",
+    # ---- the target factory (model, batch/data, loss_fn, optimizer)
+    _T("nan_inf", "target",
        "The loss and gradients stay finite on every batch, on edge inputs (zeros, constant rows), with saturated "
-       "outputs and over a short training run; FUNCTION stays finite on edge tensors (zeros, one-hot, huge, constant rows).",
-       {"steps": 100, "max_batches": 32, "output_scales": [1000.0], "input_edges": ["zeros", "constant_rows"],
-        "edge_inputs": ["zeros", "one_hot", "huge", "constant_rows"], "shape": [4, 8], "inputs": [], "check_grad": True}),
+       "outputs and over a short training run.",
+       {"steps": 100, "max_batches": 32, "output_scales": [1000.0], "input_edges": ["zeros", "constant_rows"]},
+       ("_target", "_finite")),
     _T("broken_graph", "target",
        "Every parameter requires grad and gets a non-zero gradient from one backward pass.", {"ignore": []}),
     _T("frozen_params", "target",
@@ -52,21 +63,21 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("vanishing_gradients", "target",
        "The gradient reaching each layer (dLoss/d output, RMS) stays within two orders of magnitude across depth.",
        {"min_ratio": 0.01}),
-    _T("missing_zero_grad", "target+function",
-       "Gradients do not accumulate: with lr 0 and the same batch, FUNCTION (a train step or loop) sees the same "
-       "gradient norm at every optimizer.step().", {"steps": 3, "max_growth": 1.5}),
     _T("bad_init", "target",
        "The initial loss is within a tolerance of the chance value (ln(num_classes) for cross-entropy).",
        {"batches": 4, "rel_tolerance": 0.25, "expected": None, "num_classes": None}),
     _T("data_leakage", "target",
-       "No input column determines the label exactly, and the initial loss is not far below chance.",
-       {"batches": 32, "rel_tolerance": 0.5, "expected": None, "num_classes": None, "label_key": None}),
+       "No input column determines the label, the initial loss is not far below chance, and for a language "
+       "model future tokens do not change past logits and the targets are not the inputs.",
+       {"batches": 32, "rel_tolerance": 0.5, "expected": None, "num_classes": None, "label_key": None,
+        "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",
        "Model output and target shapes match and the loss does not broadcast them.",
        {"num_classes": None, "label_key": None}),
     _T("loss_function", "target",
-       "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign) and falls on one batch.",
-       {"steps": 50, "max_final_ratio": 0.5, "min_loss": 0.0}),
+       "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
+       "falls on one batch, and pad positions get no gradient.",
+       {"steps": 50, "max_final_ratio": 0.5, "min_loss": 0.0, "pad_id": None}, ("_target", "_sequence")),
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward).", {}),
     _T("data_pipeline", "target",
@@ -84,59 +95,268 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("overfit_one_batch", "target",
        "The model overfits one batch: the loss falls well below its start within N steps.",
        {"steps": 100, "max_final_ratio": 0.2}),
+    # ---- the user's own function
+    _T("nan_inf_function", "function",
+       "FUNCTION stays finite (output and gradient) on edge tensors: zeros, one-hot, huge, constant rows.",
+       {"edge_inputs": ["zeros", "one_hot", "huge", "constant_rows"], "shape": [4, 8], "inputs": [], "check_grad": True},
+       ("_target", "_finite")),
+    _T("lr_schedule", "function",
+       "FUNCTION, the LR schedule (step -> lr, a LambdaLR factor, or optimizer -> scheduler), evaluated over the "
+       "whole horizon, stays finite, never exceeds its peak and reaches it.",
+       {"horizon": None, "peak": None, "tolerance": 0.01, "min_peak_fraction": 0.5, "multiplier": None, "kwargs": {}},
+       ()),
+    _T("causality", "function",
+       "The model FUNCTION builds is causal: changing the tokens after position t leaves the logits at positions <= t unchanged.",
+       {"seq_len": None, "vocab_size": None, "kwargs": {}, "causal_atol": 1e-4}, ("_target", "_sequence")),
+    _T("missing_zero_grad", "target+function",
+       "Gradients do not accumulate and are not wiped before the step: with lr 0 and the same batch, FUNCTION (a "
+       "train step or loop) sees the same non-zero gradient norm at every optimizer.step().",
+       {"steps": 3, "max_growth": 1.5}),
+    # ---- the user's training script
+    _T("script", "command",
+       "The training script COMMAND, run from the workspace root and stopped after SCRIPT['steps'] optimizer steps, "
+       "runs without an error and shows none of the failure's symptoms (SCRIPT['checks']).",
+       {"steps": 50, "timeout_s": 240.0, "checks": [], "max_lr": None, "lr_tolerance": 0.01, "max_grad_norm": 100.0,
+        "min_drop": 0.05, "ignore": [], "causal_atol": 1e-4, "max_same_fraction": 0.5}, ()),
 ]}
 
-# failure mode -> template; every other mode gets the generic overfit-one-batch test
-FOR_MODE = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "frozen_params": "frozen_params",
-            "exploding_gradients": "exploding_gradients", "vanishing_gradients": "vanishing_gradients",
-            "missing_zero_grad": "missing_zero_grad", "bad_init": "bad_init", "data_leakage": "data_leakage",
-            "shape_mismatch": "shape_mismatch", "loss_function": "loss_function",
-            "train_eval_mode": "train_eval_mode", "data_pipeline": "data_pipeline", "lr_too_low": "update_ratio",
-            "lr_too_high": "update_ratio", "dead_units": "dead_units", "hang": "hang"}
+# failure mode -> the template for each kind of code under test
+TARGET_FOR = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "frozen_params": "frozen_params",
+              "exploding_gradients": "exploding_gradients", "vanishing_gradients": "vanishing_gradients",
+              "bad_init": "bad_init", "data_leakage": "data_leakage", "shape_mismatch": "shape_mismatch",
+              "loss_function": "loss_function", "train_eval_mode": "train_eval_mode", "data_pipeline": "data_pipeline",
+              "lr_too_low": "update_ratio", "lr_too_high": "update_ratio", "dead_units": "dead_units", "hang": "hang"}
+FUNCTION_FOR = {"nan_inf": "nan_inf_function", "lr_too_high": "lr_schedule", "lr_too_low": "lr_schedule",
+                "data_leakage": "causality", "missing_zero_grad": "missing_zero_grad",
+                "train_eval_mode": "train_eval_mode"}
+# what a script run asserts for each failure mode (it always asserts that the script runs its steps cleanly)
+SCRIPT_CHECKS = {
+    "nan_inf": ["finite_loss"], "exploding_gradients": ["finite_loss", "grad_norm_bounded"],
+    "lr_too_high": ["lr_at_most_peak", "finite_loss", "loss_falls"], "lr_too_low": ["loss_falls"],
+    "missing_zero_grad": ["grads_cleared", "grads_reach_step"], "broken_graph": ["every_param_gets_grad"],
+    "frozen_params": ["every_param_changes"], "train_eval_mode": ["train_mode"],
+    "data_leakage": ["causal", "targets_shifted"], "exception": [], "shape_mismatch": [], "oom": [], "hang": [],
+}
+DEFAULT_SCRIPT_CHECKS = ["finite_loss", "loss_falls"]
+ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "grad_norm_bounded", "loss_falls", "grads_cleared", "grads_reach_step",
+              "every_param_gets_grad", "every_param_changes", "train_mode", "causal", "targets_shifted"]
+# a diverging run must at least not end above where it started; a slow one must make progress
+SCRIPT_MIN_DROP = {"lr_too_high": 0.0}
+
+DEFAULT_NAMES = {
+    "nan_inf": "loss_stays_finite", "lr_too_high": "lr_stays_at_or_below_peak", "lr_too_low": "training_makes_progress",
+    "missing_zero_grad": "gradients_cleared_every_step", "broken_graph": "every_parameter_gets_a_gradient",
+    "frozen_params": "every_parameter_changes", "data_leakage": "no_leakage_into_inputs",
+    "loss_function": "loss_is_the_right_one", "exploding_gradients": "grad_norm_stays_bounded",
+    "vanishing_gradients": "gradients_reach_every_layer", "bad_init": "initial_loss_near_chance",
+    "data_pipeline": "labels_aligned_with_inputs", "shape_mismatch": "loss_shapes_match",
+    "train_eval_mode": "trains_in_train_mode", "dead_units": "relu_units_stay_alive", "hang": "training_does_not_hang",
+    "exception": "training_runs_without_error", "oom": "training_fits_in_memory",
+}
 
 IMPORT_TIMEOUT_S = 120.0  # importing torch and the user module; independent of the test's own time limit
 
 Status = Literal["passed", "failed", "error", "timeout"]
+Kind = Literal["assertion", "exception", "setup"]
 
-NEXT_STEP = {
-    "passed": "The test passes on the current code. Prove it catches the bug: revert the fix, run pytest on it "
-              "(it must fail), restore the fix. Then record test_path in the journal entry.",
-    "failed": "The test fails on the current code: the fix is incomplete, or FUNCTION/TARGET points at the wrong "
-              "code. Read the assertion in the output tail before changing a bound in PARAMS.",
-    "error": "pytest could not collect or run the file: read the output tail (import error, missing fixture).",
-    "timeout": "pytest did not finish in time and was killed: the code under test hangs or is too slow for a "
-               "regression test; lower PARAMS['steps'] or fix the hang.",
-}
+
+class CaseResult(BaseModel):
+    test: str
+    outcome: Literal["passed", "failed", "error", "skipped"]
+    kind: Kind | None = Field(None, description="for a failure: its assertion (the symptom), an exception raised by "
+                                                "the code under test, or setup (the test could not run)")
+    message: str = Field("", description="the failure (measured, then expected) or the skip reason")
 
 
 class RegressionTestReport(Report):
     path: str = Field(description="the test file, relative to the workspace")
     failure_mode: str
-    template: str
+    template: str = Field(description="the template bodies in the file, '+'-joined")
     status: Status
     passed: bool
+    fails_now: bool = Field(description="the test fails on the current code (before the fix it must)")
+    catches_bug: bool = Field(description="it fails on its assertion or on an exception from the code under test, "
+                                          "not on its own setup and not by timing out without a reason")
+    verdict: str
+    failure_message: str = Field("", description="the first failure, as pytest reported it")
+    cases: list[CaseResult] = Field(default_factory=list)
+    try_next: list[str] = Field(default_factory=list, description="sharper templates or parameters when it does not catch")
     returncode: int | None = None
     duration_s: float
     python: str = Field(description="the interpreter pytest ran in")
     target: str | None = None
     function: str | None = None
-    params: dict[str, Any] = Field(description="the effective template parameters baked into the file")
+    command: list[str] | None = None
+    params: dict[str, Any] = Field(description="the effective parameters baked into the file (PARAMS, SCRIPT)")
     output_tail: str = Field(description="the end of pytest's output")
     next_step: str
 
     def headline(self) -> str:
-        tail = "\n".join(self.output_tail.strip().splitlines()[-25:])
-        return (f"{self.path}: {self.status.upper()} (template {self.template} for {self.failure_mode}, "
-                f"{self.duration_s:.1f} s in {self.python})\n{self.next_step}\n--- pytest output (tail) ---\n{tail}")
+        lines = [f"{self.path}: {self.verdict}"]
+        if self.failure_message:
+            lines.append("failure: " + self.failure_message[:1500])
+        lines += [f"try: {t}" for t in self.try_next]
+        lines.append(f"next: {self.next_step}")
+        lines.append(f"(template {self.template} for {self.failure_mode}, {self.duration_s:.1f} s in {self.python})")
+        if self.status in ("error", "timeout") or not self.cases:
+            lines.append("--- pytest output (tail) ---\n" + "\n".join(self.output_tail.strip().splitlines()[-25:]))
+        return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- validation and rendering
+class RegressionRunReport(Report):
+    path: str
+    failure_mode: str | None = None
+    template: str | None = None
+    status: Status
+    passes_now: bool = Field(description="every test ran and passed (not all skipped)")
+    verdict: str
+    failure_message: str = ""
+    cases: list[CaseResult] = Field(default_factory=list)
+    returncode: int | None = None
+    duration_s: float
+    python: str
+    output_tail: str
+    next_step: str
 
-def template_for(failure_mode: str) -> RegressionTemplate:
+    def headline(self) -> str:
+        lines = [f"{self.path}: {self.verdict}"]
+        if self.failure_message:
+            lines.append("failure: " + self.failure_message[:1500])
+        lines.append(f"next: {self.next_step}")
+        if self.status in ("error", "timeout") or not self.cases:
+            lines.append("--- pytest output (tail) ---\n" + "\n".join(self.output_tail.strip().splitlines()[-25:]))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- choosing the bodies
+
+@dataclass
+class Plan:
+    bodies: list[RegressionTemplate]
+    params: dict[str, Any]               # PARAMS: every non-script body's parameters
+    script: dict[str, Any] | None        # SCRIPT: the script body's parameters
+
+    @property
+    def name(self) -> str:
+        return "+".join(b.name for b in self.bodies)
+
+
+def plan_bodies(failure_mode: str, target: str | None, function: str | None, command: list[str] | None,
+                template: str | None = None) -> list[RegressionTemplate]:
+    """Which template bodies exercise the code the caller pointed at, for this failure mode."""
     if failure_mode not in FAILURE_MODES:
         raise TriageError(f"unknown failure_mode {failure_mode!r}", "Use one of: " + ", ".join(FAILURE_MODES))
-    return TEMPLATES[FOR_MODE.get(failure_mode, "overfit_one_batch")]
+    if template is not None:
+        if template not in TEMPLATES:
+            raise TriageError(f"unknown template {template!r}", "Use one of: " + ", ".join(TEMPLATES))
+        chosen = TEMPLATES[template]
+        need = {"target": ("target", target), "function": ("function", function), "command": ("command", command)}
+        for what in chosen.uses.split("+"):
+            if not need[what][1]:
+                raise TriageError(f"the {template} template needs {what}=", _NEEDS[what])
+        return [chosen]
+    bodies: list[RegressionTemplate] = []
+    if function:
+        name = FUNCTION_FOR.get(failure_mode)
+        if name is None:
+            modes = ", ".join(sorted(FUNCTION_FOR))
+            raise TriageError(f"function= has no template for {failure_mode}",
+                              f"A function is tested for: {modes}. For {failure_mode}, pass target= (the factory) "
+                              "or command= (the training script)")
+        body = TEMPLATES[name]
+        if body.uses in ("target+function", "target") and not target:
+            if failure_mode == "missing_zero_grad":
+                raise TriageError(
+                    "the missing_zero_grad function test needs target= too (it calls FUNCTION with the target's model, "
+                    "optimizer and batch)", "Pass target='train.py:make_target' with function='train.py:train_step', "
+                    "or command=['python', 'train.py'] to test the loop as it runs")
+            raise TriageError(f"the {name} template calls FUNCTION with the target's model: it needs target= too",
+                              _NEEDS["target"])
+        bodies.append(body)
+    if command:
+        bodies.append(TEMPLATES["script"])
+    if target and failure_mode != "missing_zero_grad" and not any(b.uses in ("target+function", "target") for b in bodies):
+        bodies.append(TEMPLATES[TARGET_FOR.get(failure_mode, "overfit_one_batch")])
+    if not bodies:
+        if failure_mode == "missing_zero_grad":
+            raise TriageError(
+                "a missing zero_grad lives in the training loop, not in the target factory: missing_zero_grad needs "
+                "command= (the training script) or function= (the train step) with target=",
+                "Pass command=['python', 'train.py'], or expose the step, e.g. def train_step(model, optimizer, batch), "
+                "and pass function='train.py:train_step' with target=")
+        raise TriageError(f"nothing to test for {failure_mode}: pass target=, function= or command=",
+                          "target='train.py:make_target' (the factory), function='train.py:get_lr' (your own code), "
+                          "command=['python', 'train.py'] (the training script, run for a few steps)")
+    return bodies
 
+
+_NEEDS = {"target": "Pass the target factory, e.g. target='train.py:make_target'",
+          "function": "Pass the function under test, e.g. function='train.py:get_lr'",
+          "command": "Pass the training command, e.g. command=['python', 'train.py']"}
+
+
+def plan_params(bodies: list[RegressionTemplate], failure_mode: str, params: dict | None) -> tuple[dict, dict | None]:
+    """PARAMS and SCRIPT: a plain key goes to every body that takes it, 'script.key' only to the script."""
+    fixed = [b for b in bodies if b.uses != "command"]
+    script = next((b for b in bodies if b.uses == "command"), None)
+    eff: dict[str, Any] = {"seed": 0}
+    for b in fixed:
+        for k, v in b.defaults.items():
+            eff.setdefault(k, v)
+    sc: dict[str, Any] | None = None
+    if script is not None:
+        sc = {**script.defaults, "checks": list(SCRIPT_CHECKS.get(failure_mode, DEFAULT_SCRIPT_CHECKS)),
+              "min_drop": SCRIPT_MIN_DROP.get(failure_mode, script.defaults["min_drop"])}
+    for key, value in (params or {}).items():
+        scoped = key.startswith("script.")
+        bare = key[len("script."):] if scoped else key
+        homes = []
+        if sc is not None and bare in sc:
+            homes.append((sc, script.defaults.get(bare)))
+        if not scoped and (bare in eff):
+            homes.append((eff, next((b.defaults[bare] for b in fixed if bare in b.defaults), None)))
+        if not homes:
+            allowed = sorted({k for b in fixed for k in b.defaults} | {"seed"}) + (
+                [f"script.{k}" for k in script.defaults] if script else [])
+            raise TriageError(f"unknown params [{key!r}] for the {'+'.join(b.name for b in bodies)} template",
+                              "It takes: " + ", ".join(
+                                  f"{k} (default {_default_of(k, bodies)!r})" for k in allowed))
+        _check_literal(value, f"[{key!r}]")
+        for home, default in homes:
+            _check_shape(key, value, default)
+            home[bare] = value
+    if "inputs" in eff:
+        for expr in eff["inputs"]:  # python expressions evaluated by the test: they must at least parse
+            try:
+                ast.parse(str(expr), mode="eval")
+            except SyntaxError as e:
+                raise TriageError(f"params['inputs'] entry {expr!r} does not parse: {e.msg}",
+                                  "Give each input as a Python expression over torch, e.g. 'torch.zeros(4, 10)'")
+    if sc is not None:
+        unknown = [c for c in sc["checks"] if c not in ALL_CHECKS]
+        if unknown:
+            raise TriageError(f"unknown script checks {unknown}", "Use some of: " + ", ".join(ALL_CHECKS))
+        if not isinstance(sc["steps"], int) or sc["steps"] < 1:
+            raise TriageError(f"params['steps'] must be a positive integer, not {sc['steps']!r}", "e.g. 50")
+    return eff, sc
+
+
+def _default_of(key: str, bodies: list[RegressionTemplate]):
+    bare = key[len("script."):] if key.startswith("script.") else key
+    return next((b.defaults[bare] for b in bodies if bare in b.defaults and
+                 (b.uses == "command") == key.startswith("script.")), None)
+
+
+def _check_shape(key: str, value: Any, default: Any) -> None:
+    if default is None or value is None:
+        return
+    for kind, word in ((list, "a list"), (dict, "a dict")):
+        if isinstance(default, kind) != isinstance(value, kind):
+            raise TriageError(f"params[{key!r}] must be {word if isinstance(default, kind) else 'a single value'}",
+                              f"The default is {default!r}")
+
+
+# ---------------------------------------------------------------- validation
 
 def slug_for_test(name: str) -> str:
     """'entropy stays finite' -> 'entropy_stays_finite'; a name is a name, never a path."""
@@ -214,37 +434,72 @@ def _check_literal(value: Any, where: str) -> None:
     raise TriageError(f"params{where} has a {type(value).__name__}", "Use numbers, strings, booleans, lists and dicts")
 
 
-def effective_params(template: RegressionTemplate, params: dict[str, Any] | None) -> dict[str, Any]:
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(template.defaults) - {"seed"})
-    if unknown:
-        allowed = ", ".join(f"{k} (default {v!r})" for k, v in template.defaults.items()) or "none besides seed"
-        raise TriageError(f"unknown params {unknown} for the {template.name} template", f"It takes: {allowed}, seed")
-    for k, v in params.items():
-        _check_literal(v, f"[{k!r}]")
-        if k == "inputs":  # python expressions, evaluated by the test: they must at least parse
-            for expr in v if isinstance(v, list) else []:
-                try:
-                    ast.parse(str(expr), mode="eval")
-                except SyntaxError as e:
-                    raise TriageError(f"params['inputs'] entry {expr!r} does not parse: {e.msg}",
-                                      "Give each input as a Python expression over torch, e.g. 'torch.zeros(4, 10)'")
-        default = template.defaults.get(k)
-        if default is not None and v is not None and isinstance(default, list) != isinstance(v, list):
-            raise TriageError(f"params[{k!r}] must be {'a list' if isinstance(default, list) else 'a single value'}",
-                              f"The default is {default!r}")
-    return {"seed": 0, **template.defaults, **params}
 
 
-def render_test(template: RegressionTemplate, *, failure_mode: str, title: str, target: str | None,
-                function: str | None, params: dict[str, Any]) -> str:
+# ---------------------------------------------------------------- rendering
+
+def _read(name: str) -> str:
+    return (TEMPLATE_DIR / f"{name}.py.tmpl").read_text()
+
+
+def keep_checks(body: str, checks: list[str]) -> str:
+    """The script body with only the '# @check NAME' ... '# @end' blocks whose NAME is in `checks`."""
+    out = re.sub(r"# @check (\w+)\n(.*?)# @end\n", lambda m: m.group(2) if m.group(1) in checks else "", body, flags=re.S)
+    return re.sub(r"\n{3,}(?=\S)", "\n\n\n", out)
+
+
+def literal(d: dict[str, Any]) -> str:
+    """A dict literal: on one line if short, else one key per line."""
+    flat = repr(d)
+    if len(flat) <= 90:
+        return flat
+    return "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in d.items()) + "}"
+
+
+THIRD_PARTY = ("pytest", "torch")
+
+
+def hoist_imports(source: str) -> str:
+    """Every top-level import of the header and the bodies, once, in two sorted groups where the header has them."""
+    lines = source.split("\n")
+    imports = {line for line in lines if re.match(r"(import|from) \S+", line)}
+    kept = [line for line in lines if line not in imports]
+    at = kept.index("{{IMPORTS}}")
+
+    def order(line):
+        return line.startswith("from"), line.split()[1]
+
+    third = [line for line in imports if line.split()[1].split(".")[0] in THIRD_PARTY]
+    groups = [sorted(imports - set(third), key=order), sorted(third, key=order)]
+    block = "\n\n".join("\n".join(g) for g in groups if g)
+    return re.sub(r"\n{4,}", "\n\n\n", "\n".join(kept[:at] + [block] + kept[at + 1:]))
+
+
+def render_test(plan: Plan, *, failure_mode: str, title: str, target: str | None, function: str | None,
+                command: list[str] | None) -> str:
     """The test file's source; raises TriageError if it does not parse (a bad expression in params)."""
-    header = (TEMPLATE_DIR / "_header.py.tmpl").read_text()
-    body = (TEMPLATE_DIR / f"{template.name}.py.tmpl").read_text()
-    values = {"TITLE": title, "WHAT": template.what, "FAILURE_MODE": failure_mode, "TEMPLATE": template.name,
-              "TARGET": repr(target), "FUNCTION": repr(function),
-              "PARAMS": pprint.pformat(params, sort_dicts=False, width=100)}
-    source = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], header) + "\n\n" + body
+    config = [f"TARGET = {target!r}  # the factory: model, batch/data, loss_fn, optimizer",
+              f"FUNCTION = {function!r}  # your own code under test",
+              f"COMMAND = {command!r}  # your training script, run from the workspace root",
+              "PARAMS = " + literal(plan.params)]
+    if plan.script is not None:
+        config.append("# the script run: optimizer steps, time limit, the checks and their bounds\nSCRIPT = "
+                      + literal(plan.script))
+    values = {"TITLE": title, "WHAT": "\n\n".join(b.what for b in plan.bodies), "FAILURE_MODE": failure_mode,
+              "TEMPLATE": plan.name, "CONFIG": "\n".join(config)}
+    chunks = [re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m.group(1), m.group(0)), _read("_header"))]
+    for b in plan.bodies:  # the tests first, right under their settings; the helpers they call after them
+        body = _read(b.name)
+        chunks.append(keep_checks(body, plan.script["checks"]) if b.uses == "command" else body)
+    parts = list(dict.fromkeys(["_load"] * any(b.uses != "command" for b in plan.bodies)
+                               + [p for b in plan.bodies for p in b.parts]))
+    if parts:
+        chunks.append("# ---------------------------------------------------------------- helpers of the tests above")
+    chunks += [_read(p) for p in parts]
+    source = hoist_imports("\n\n".join(c.strip("\n") for c in chunks) + "\n")
+    if plan.script is not None:  # a string, not code of this file: its imports stay where they are
+        source += ("\n\n# ---------------------------------------------------------------- the instrument, written as "
+                   "sitecustomize.py for the script run\n\nINSTRUMENT = r'''\n" + _read("_instrument") + "'''\n")
     try:
         ast.parse(source)
     except SyntaxError as e:
@@ -269,34 +524,34 @@ def claim_test_file(tests_dir: Path, slug: str) -> Path:
     raise TriageError(f"999 files named tests/test_{slug}*.py already exist", "Pick another name")
 
 
-def validate(failure_mode: str, name: str, target: str | None, function: str | None,
+def validate(failure_mode: str, name: str | None, target: str | None, function: str | None,
              target_file: Path | None, function_file: Path | None, params: dict | None,
-             ) -> tuple[RegressionTemplate, str, dict[str, Any]]:
+             command: list[str] | None = None, template: str | None = None) -> tuple[Plan, str]:
     """Everything that can be checked without running code; raises before anything is written."""
-    template = template_for(failure_mode)
-    slug = slug_for_test(name)
-    if template.needs.startswith("target") and "|" not in template.needs and not target:
-        raise TriageError(f"the {template.name} template needs target='file.py:make_target'",
-                          "Pass the target factory that returns model, batch/data, loss_fn and optimizer")
-    if template.needs == "target|function" and not (target or function):
-        raise TriageError(f"the {template.name} template needs target= or function= (or both)",
-                          "function='pkg/mod.py:entropy' tests one function on edge inputs; target= tests the loss")
-    if template.needs == "target+function" and not function:
-        raise TriageError(
-            f"the {template.name} template needs function= naming the code that runs the optimizer step",
-            "A missing zero_grad lives in the training loop, not the factory: expose the step as a function, e.g. "
-            "def train_step(model, optimizer, batch): ... (or a loop taking model, optimizer, data, steps), "
-            "and pass function='train.py:train_step'")
+    if command is not None and (not command or not all(isinstance(c, str) and c for c in command)):
+        raise TriageError("command is empty", "Pass the training command as a list, e.g. ['python', 'train.py']")
+    bodies = plan_bodies(failure_mode, target, function, command, template)
+    slug = slug_for_test(name if name is not None else DEFAULT_NAMES.get(failure_mode, f"{failure_mode}_regression"))
     for spec, file, what in ((target, target_file, "target"), (function, function_file, "function")):
         if spec:
             _, attr = split_spec(spec, what)
             if file is not None:
                 check_defines(file, attr, what)
-    return template, slug, effective_params(template, params)
+    eff, script = plan_params(bodies, failure_mode, params)
+    return Plan(bodies, eff, script), slug
 
 
-# ---------------------------------------------------------------- running
+def check_command(command: list[str], workspace_root: Path) -> None:
+    """The script the command runs exists in the workspace (the test runs it from the workspace root)."""
+    scripts = [c for c in command[1:] if c.endswith(".py")]
+    for s in scripts[:1]:
+        p = Path(s)
+        if not (p if p.is_absolute() else workspace_root / p).is_file():
+            raise TriageError(f"command runs {s!r}, which is not a file under the workspace {workspace_root}",
+                              "Paths in command= are relative to the workspace root, where the test runs the script")
 
+
+#### IC
 # Runs in the user's interpreter: execute the rendered test module (as if at its final path) and load
 # TARGET/FUNCTION through its own loader, so the check and the test import the code the same way.
 IMPORT_CHECK = r"""
@@ -352,27 +607,201 @@ async def _import_check(source: str, final_path: Path, workspace_root: Path, pyt
                       + result.get("traceback", "")[-1500:])
 
 
-async def write_regression_test(*, workspace_root: Path, failure_mode: str, name: str, target: str | None = None,
-                                function: str | None = None, target_file: Path | None = None,
-                                function_file: Path | None = None, params: dict | None = None,
-                                python: str | None = None, timeout_s: float = 120.0,
+
+# ---------------------------------------------------------------- running and judging
+
+def _first_lines(text: str, limit: int = 1500) -> str:
+    """A failure message without pytest's re-statement of the assert expression."""
+    text = (text or "").strip()
+    cut = re.split(r"\n(?:assert |where |\+  where )", text, maxsplit=1)[0]
+    return cut[:limit]
+
+
+def classify(message: str) -> Kind:
+    head = (message or "").lstrip()
+    if head.startswith("AssertionError"):
+        return "assertion"
+    if head.startswith(("Failed:", "failed on setup", "fixture ")) or "ModuleNotFoundError" in head[:80]:
+        return "setup"
+    return "exception"
+
+
+def parse_junit(path: Path) -> list[CaseResult]:
+    try:
+        root = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return []
+    cases = []
+    for case in root.iter("testcase"):
+        name = case.get("name", "?")
+        failure, error, skipped = case.find("failure"), case.find("error"), case.find("skipped")
+        if failure is not None:
+            msg = failure.get("message") or failure.text or ""
+            cases.append(CaseResult(test=name, outcome="failed", kind=classify(msg), message=_first_lines(msg)))
+        elif error is not None:
+            msg = error.get("message") or error.text or ""
+            cases.append(CaseResult(test=name, outcome="error", kind="setup", message=_first_lines(msg)))
+        elif skipped is not None:
+            cases.append(CaseResult(test=name, outcome="skipped", message=_first_lines(skipped.get("message") or "")))
+        else:
+            cases.append(CaseResult(test=name, outcome="passed"))
+    return cases
+
+
+@dataclass
+class PytestRun:
+    status: Status
+    cases: list[CaseResult]
+    returncode: int | None
+    duration_s: float
+    python: str
+    output: str
+
+
+async def run_pytest(rel: str, workspace_root: Path, python: str | None, timeout_s: float) -> PytestRun:
+    interpreter = choose_python(python, workspace_root)
+    junit_dir = Path(tempfile.mkdtemp(prefix="mltriage-junit-"))
+    try:
+        junit = junit_dir / "junit.xml"
+        outcome = await run_probe("pytest", {}, workspace_root=workspace_root, python=python, timeout_s=timeout_s,
+                                  env={"PYTHONDONTWRITEBYTECODE": "1"},
+                                  command=[interpreter, "-m", "pytest", "-q", "--tb=short", "-rs", "-p", "no:cacheprovider",
+                                           f"--junitxml={junit}", rel])
+        cases = parse_junit(junit)
+    finally:
+        shutil.rmtree(junit_dir, ignore_errors=True)
+    status: Status = ("timeout" if outcome.timed_out else "passed" if outcome.returncode == 0
+                      else "failed" if outcome.returncode == 1 else "error")
+    output = outcome.stdout_tail + (("\n--- stderr ---\n" + outcome.stderr_tail) if outcome.stderr_tail.strip() else "")
+    return PytestRun(status, cases, outcome.returncode, round(outcome.duration_s, 2), outcome.python, output[-4000:])
+
+
+EXPECTED_EXCEPTION = {"exception", "shape_mismatch", "oom"}
+
+
+def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float) -> tuple[bool, bool, str, str]:
+    """(fails_now, catches_bug, verdict, first failure message) for a test written on the buggy code."""
+    failed = [c for c in run.cases if c.outcome in ("failed", "error")]
+    ran = [c for c in run.cases if c.outcome != "skipped"]
+    first = failed[0].message if failed else ""
+    if run.status == "timeout":
+        catches = failure_mode == "hang"
+        return True, catches, (f"fails now: pytest did not finish within {timeout_s:g} s and was killed"
+                               + ("" if catches else "; a timeout is not a symptom of this bug: lower the steps "
+                                  "(params) or raise timeout_s")), first
+    if run.status == "passed":
+        if not ran:
+            reasons = "; ".join(sorted({c.message for c in run.cases if c.message}))[:600]
+            return False, False, f"DOES NOT CATCH THE BUG: every test skipped on the current code ({reasons})", ""
+        skipped = [c for c in run.cases if c.outcome == "skipped"]
+        why = (f"; {len(skipped)} skipped: " + "; ".join(sorted({c.message for c in skipped}))[:600]) if skipped else ""
+        return False, False, (f"DOES NOT CATCH THE BUG: all {len(ran)} test(s) that ran pass on the current code, "
+                              f"which has the bug{why}"), ""
+    catching = [c for c in failed if c.kind in ("assertion", "exception")]
+    if catching:
+        c = catching[0]
+        note = ""
+        if c.kind == "exception" and failure_mode not in EXPECTED_EXCEPTION:
+            note = (" (on an exception raised by the code under test, not on the test's assertion: make sure it "
+                    "is the bug)")
+        count = f" ({len(failed)} of {len(run.cases)} tests fail)" if len(run.cases) > 1 else ""
+        return True, True, f"catches the bug: {c.test} fails on the current code{count}{note}", c.message
+    if failed:
+        return True, False, (f"fails for a reason of its own, not the bug: {failed[0].test} could not run its check "
+                             "(setup)"), first
+    return True, False, f"pytest could not run the file (exit code {run.returncode}); see the output tail", first
+
+
+FUNCTION_HINT = {
+    "lr_too_high": "your LR schedule, e.g. function='train.py:get_lr' (evaluated over the whole horizon)",
+    "lr_too_low": "your LR schedule, e.g. function='train.py:get_lr' (evaluated over the whole horizon)",
+    "data_leakage": "your model class, e.g. function='model.py:GPT' (the causality probe)",
+    "nan_inf": "the function that produced the first NaN, e.g. function='model.py:entropy' (edge inputs)",
+    "missing_zero_grad": "your train step, e.g. function='train.py:train_step' (with target=)",
+    "train_eval_mode": "your train step, e.g. function='train.py:train_step' (with target=)",
+}
+KNOBS = {
+    "nan_inf": "more steps or edge inputs: params={'steps': 500, 'input_edges': ['zeros', 'constant_rows']}",
+    "exploding_gradients": "a tighter bound: params={'max_grad_norm': 5.0}",
+    "update_ratio": "a narrower band around 1e-3: params={'min_ratio': 1e-4, 'max_ratio': 1e-2}",
+    "bad_init": "a tighter tolerance or the right chance value: params={'rel_tolerance': 0.1, 'num_classes': C}",
+    "data_leakage": "the chance value, so the initial-loss check runs: params={'num_classes': C}",
+    "loss_function": "the pad id, so the padding check runs: params={'pad_id': N}",
+    "overfit_one_batch": "a stricter bar: params={'max_final_ratio': 0.05}",
+    "dead_units": "a lower dead fraction: params={'max_dead_fraction': 0.1}",
+    "vanishing_gradients": "a higher minimum ratio: params={'min_ratio': 0.05}",
+    "data_pipeline": "a larger margin: params={'margin': 0.3}",
+    "lr_schedule": "the true horizon and peak: params={'horizon': <max_iters of the real run>, 'peak': <the LR you intended>}",
+    "causality": "the real sequence length: params={'seq_len': <block_size>}",
+}
+
+
+def suggestions(plan: Plan, failure_mode: str, target: str | None, function: str | None,
+                command: list[str] | None) -> list[str]:
+    """What to try when the test passes on the bug: sharper parameters, or the code where the bug lives."""
+    out = []
+    names = [b.name for b in plan.bodies]
+    if plan.script is not None:
+        s = plan.script
+        out.append(f"run the script further: params={{'script.steps': {max(200, 4 * s['steps'])}}} (now {s['steps']}), "
+                   "past the step where the log shows the symptom (the first NaN, the end of warmup)")
+        if failure_mode == "lr_too_high":
+            out.append("state the peak LR you intended: params={'script.max_lr': <peak>}")
+        others = [c for c in ALL_CHECKS if c not in s["checks"]]
+        out.append(f"assert more of the run: params={{'script.checks': {s['checks'] + others[:2]}}} (any of {others})")
+    for name in names:
+        if name in KNOBS:
+            out.append(f"{name}: {KNOBS[name]}")
+    if command is None:
+        out.append("the bug may live in the training loop, not in the code you passed: add "
+                   "command=['python', 'train.py', ...] to run your script itself for a bounded number of steps")
+    if function is None and failure_mode in FUNCTION_HINT:
+        out.append("point the test at the code that holds the bug: " + FUNCTION_HINT[failure_mode])
+    if target is None and failure_mode not in ("missing_zero_grad", "exception", "hang", "oom"):
+        out.append("test the model, data and loss directly: add target='train.py:make_target'")
+    if failure_mode != "healthy" and "overfit_one_batch" not in names and target:
+        out.append("or the generic check: template='overfit_one_batch'")
+    return out
+
+
+NEXT_AFTER = {
+    "catches": "Now fix the bug, then call run_regression_test(path='{path}'): it must pass. Then compare_runs, "
+               "then journal_append(..., test_path='{path}').",
+    "misses": "Do not fix yet and do not cite this test: it would pass with or without the fix. Delete {path} and "
+              "write a sharper one (see try_next) until a test fails on the current code.",
+    "setup": "Make the test run (read failure_message: a missing setting goes in params) before relying on it; "
+             "delete {path} and write it again.",
+}
+
+
+async def write_regression_test(*, workspace_root: Path, failure_mode: str, name: str | None = None,
+                                target: str | None = None, function: str | None = None,
+                                command: list[str] | None = None, template: str | None = None,
+                                target_file: Path | None = None, function_file: Path | None = None,
+                                params: dict | None = None, python: str | None = None, timeout_s: float | None = None,
                                 on_progress: ProgressFn | None = None) -> RegressionTestReport:
-    """Render, check, write (never overwrite) and run one regression test; `*_file` are the resolved .py files."""
-    template, slug, eff = validate(failure_mode, name, target, function, target_file, function_file, params)
+    """Render, check, write (never overwrite) and run one regression test on the current code; `*_file` are the
+    resolved .py files of target/function."""
+    plan, slug = validate(failure_mode, name, target, function, target_file, function_file, params, command, template)
     tests_dir = workspace_root / "tests"
     if tests_dir.exists() and not tests_dir.is_dir():
         raise TriageError(f"{tests_dir} exists and is not a directory", "Move that file away; tests go to tests/")
+    if command:
+        check_command(command, workspace_root)
     target = _portable(target, target_file, workspace_root)
     function = _portable(function, function_file, workspace_root)
-    source = render_test(template, failure_mode=failure_mode, title=slug.replace("_", " "), target=target,
-                         function=function, params=eff)
+    source = render_test(plan, failure_mode=failure_mode, title=slug.replace("_", " "), target=target,
+                         function=function, command=command)
+    if timeout_s is None:
+        timeout_s = 120.0 + (plan.script["timeout_s"] if plan.script else 0.0)
 
     async def progress(i: float, message: str):
         if on_progress is not None:
             await on_progress(i, 3, message)
 
-    await progress(0, "importing the code under test")
-    await _import_check(source, tests_dir / f"test_{slug}.py", workspace_root, python, IMPORT_TIMEOUT_S)
+    if target or function:
+        await progress(0, "importing the code under test")
+        await _import_check(source, tests_dir / f"test_{slug}.py", workspace_root, python, IMPORT_TIMEOUT_S)
     path = claim_test_file(tests_dir, slug)
     try:
         path.write_text(source)
@@ -380,19 +809,57 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
         path.unlink(missing_ok=True)
         raise TriageError(f"could not write {path}: {e.strerror}", "Check free disk space and permissions")
     rel = path.relative_to(workspace_root).as_posix()
-    await progress(1, f"running pytest {rel}")
-    interpreter = choose_python(python, workspace_root)
-    outcome = await run_probe("pytest", {}, workspace_root=workspace_root, python=python, timeout_s=timeout_s,
-                              env={"PYTHONDONTWRITEBYTECODE": "1"},
-                              command=[interpreter, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", rel])
+    await progress(1, f"running pytest {rel} on the current code")
+    run = await run_pytest(rel, workspace_root, python, timeout_s)
     await progress(3, "done")
-    status: Status = ("timeout" if outcome.timed_out else "passed" if outcome.returncode == 0
-                      else "failed" if outcome.returncode == 1 else "error")
-    output = outcome.stdout_tail + (("\n--- stderr ---\n" + outcome.stderr_tail) if outcome.stderr_tail.strip() else "")
+    fails_now, catches, verdict, message = judge_before_fix(run, failure_mode, timeout_s)
+    state = "catches" if catches else "misses" if not fails_now else "setup"
     return RegressionTestReport(
-        path=rel, failure_mode=failure_mode, template=template.name, status=status, passed=status == "passed",
-        returncode=outcome.returncode, duration_s=round(outcome.duration_s, 2), python=outcome.python, target=target,
-        function=function, params=eff, output_tail=output[-4000:], next_step=NEXT_STEP[status])
+        path=rel, failure_mode=failure_mode, template=plan.name, status=run.status, passed=run.status == "passed",
+        fails_now=fails_now, catches_bug=catches, verdict=verdict, failure_message=message, cases=run.cases,
+        try_next=[] if catches else suggestions(plan, failure_mode, target, function, command),
+        returncode=run.returncode, duration_s=run.duration_s, python=run.python, target=target, function=function,
+        command=command, params={**plan.params, **({"script": plan.script} if plan.script else {})},
+        output_tail=run.output, next_step=NEXT_AFTER[state].format(path=rel))
+
+
+HEADER_RE = re.compile(r"failure mode `(\w+)`, template `([\w+]+)`")
+
+
+async def run_regression_test(*, workspace_root: Path, test_file: Path, python: str | None = None,
+                              timeout_s: float = 600.0) -> RegressionRunReport:
+    """Re-run an existing regression test (after the fix): it must pass, with at least one test that ran."""
+    if test_file.suffix != ".py" or not test_file.is_relative_to(workspace_root):
+        raise TriageError(f"{test_file} is not a .py file in the workspace", "Pass the path write_regression_test returned")
+    rel = test_file.relative_to(workspace_root).as_posix()
+    try:
+        m = HEADER_RE.search(test_file.read_text(errors="replace")[:3000])
+    except OSError as e:
+        raise TriageError(f"cannot read {rel}: {e.strerror}", "Pass the path write_regression_test returned")
+    run = await run_pytest(rel, workspace_root, python, timeout_s)
+    ran = [c for c in run.cases if c.outcome != "skipped"]
+    failed = [c for c in run.cases if c.outcome in ("failed", "error")]
+    passes = run.status == "passed" and bool(ran)
+    if passes:
+        verdict = f"passes on the current code ({len(ran)} test(s) ran)"
+        next_step = f"The fix holds. Compare the runs (compare_runs), then journal_append(..., test_path='{rel}')."
+    elif run.status == "passed":
+        verdict = "checks nothing here: every test skipped (" + "; ".join(sorted({c.message for c in run.cases}))[:600] + ")"
+        next_step = "A skipped test proves nothing: give it what it skips for (params) or write a sharper one."
+    elif run.status == "timeout":
+        verdict = f"did not finish within {timeout_s:g} s and was killed"
+        next_step = "The code under test hangs or is slower than the limit: raise timeout_s only if the run is just slow."
+    else:
+        first = failed[0] if failed else None
+        verdict = (f"still fails: {first.test} ({first.kind})" if first else
+                   f"pytest could not run the file (exit code {run.returncode})")
+        next_step = ("The fix is incomplete, or it fixed something else. Read failure_message (measured, then "
+                     "expected) before touching the test; never loosen a bound until it passes.")
+    return RegressionRunReport(
+        path=rel, failure_mode=m.group(1) if m else None, template=m.group(2) if m else None, status=run.status,
+        passes_now=passes, verdict=verdict, failure_message=failed[0].message if failed else "", cases=run.cases,
+        returncode=run.returncode, duration_s=run.duration_s, python=run.python, output_tail=run.output,
+        next_step=next_step)
 
 
 def _portable(spec: str | None, file: Path | None, workspace_root: Path) -> str | None:
