@@ -1069,7 +1069,8 @@ TENSOR_ONLY = {"masked_fill", "masked_scatter", "index_fill", "index_add", "inde
                "clamp", "clamp_min", "clamp_max", "nan_to_num", "long", "int", "bool", "type_as", "tril", "triu",
                "softmax", "log_softmax", "roll", "flip", "masked_select"}
 # Names other objects carry too (set.add, logger.log, ax.scatter, nn.Module.to/float is in place): need a tensor in hand.
-TENSOR_IF_KNOWN = {"scatter", "repeat", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "add", "sub", "mul", "div",
+TENSOR_IF_KNOWN = {"scatter", "repeat", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type",
+                   "add", "sub", "mul", "div",
                    "pow", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "relu", "sigmoid", "tanh", "where", "clip",
                    "matmul", "lerp", "maximum", "minimum", "sign", "round", "floor", "ceil", "gelu"}
 TORCH_OUT_OF_PLACE = {"where", "clamp", "clip", "masked_fill", "transpose", "permute", "reshape", "squeeze",
