@@ -1,4 +1,4 @@
-"""Runs a probe file from tools/probe/ in the user's interpreter (DESIGN: two processes, two Pythons).
+"""Runs a probe file from tools/probe/ in the user's interpreter (docs/design.md: two processes, two Pythons).
 
 The probe gets a job directory holding `args.json`; it appends progress lines to `progress.jsonl`
 and writes `result.json` last. Its own process group is killed whole on timeout or cancel, so a
