@@ -903,3 +903,79 @@ def test_a_header_line_seen_once_is_not_a_series_but_its_lr_is_the_configured_on
     assert parser.config_values() == {"size": "32", "learning_rate": "6e-4", "batch_size": "64"}
     r = log_metrics(p)
     assert [s.name for s in r.series] == ["loss"] and series(r, "loss").first_step == 0
+
+
+# ------------------------------------------------------------------ real curves: convergence is not divergence
+
+TORCH_RUN = """
+import sys, torch
+import torch.nn.functional as F
+from torch import nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+opt_name, lr, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+w = torch.randn(20, 4)
+xv = torch.randn(1024, 20); yv = (xv @ w).argmax(1)
+model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+opt = getattr(torch.optim, opt_name)(model.parameters(), lr=lr)
+for step in range(steps):
+    x = torch.randn(128, 20); y = (x @ w).argmax(1)  # a fresh batch every step: nothing to overfit
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if step % 5 == 0:
+        print(f"step {step} loss {loss.item():.4f}", flush=True)
+    if step % 50 == 0:
+        with torch.no_grad():
+            print(f"step {step} val_loss {F.cross_entropy(model(xv), yv).item():.4f}", flush=True)
+"""
+
+
+def torch_run(tmp_path: Path, optimizer: str, lr: float, steps: int) -> Path:
+    """A real 4-class MLP run on CPU; its stdout is the log."""
+    script, log = tmp_path / "run.py", tmp_path / f"{optimizer}_{lr}.log"
+    script.write_text(TORCH_RUN)
+    with open(log, "w") as f:
+        subprocess.run([sys.executable, str(script), optimizer, str(lr), str(steps)], stdout=f, check=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return log
+
+
+def test_a_real_run_that_converges_fast_is_not_lr_too_high(tmp_path):
+    """Issue #13: a sharp early drop, then flat near 0, was lr_too_high 40% from the hockey-stick shape."""
+    r = log_metrics(torch_run(tmp_path, "Adam", 0.01, 800))
+    assert r.shape == "converged" and r.val_series == "val_loss", r.text()
+    assert [f.failure_mode for f in r.findings] == ["healthy"]
+    assert series(r, "loss").last < 0.1 * series(r, "loss").first
+
+
+def test_a_real_run_that_diverges_is_lr_too_high_below_half_confidence(tmp_path):
+    """Adam at lr 0.2: down to ~0.5, then back to chance (ln 4): the shape says lr_too_high, but the shape alone."""
+    r = log_metrics(torch_run(tmp_path, "Adam", 0.2, 400))
+    assert r.shape == "diverging", r.text()
+    lr = [f for f in r.findings if f.failure_mode == "lr_too_high"]
+    assert lr and all(f.confidence < 0.5 for f in lr)
+
+
+@pytest.mark.parametrize("curve", [
+    lambda i: 2 - i / 1000 if i < 800 else 1.2 + (i - 800) / 100,  # diverging
+    lambda i: 1.5 + (0.9 if i % 2 else -0.9) * (0.5 + (i % 7) / 10),  # oscillating
+    lambda i: 2.3 - i * 0.0002,  # slow burn
+    lambda i: 0.8 + 8 * math.exp(-i / 15),  # hockey stick
+    lambda i: 2.3026,  # plateau
+], ids=["diverging", "oscillating", "slow_burn", "hockey_stick", "plateau"])
+def test_lr_findings_from_the_curve_shape_alone_stay_below_half(tmp_path, curve):
+    _, _, r = shape_of(tmp_path, noisy(curve, sd=0.005))
+    lr = [f for f in r.findings if f.failure_mode in ("lr_too_high", "lr_too_low")]
+    assert lr and all(f.confidence < 0.5 for f in lr), r.text()
+
+
+def test_validation_wobbling_near_its_floor_is_not_overfitting(tmp_path):
+    p = tmp_path / "m.log"
+    rnd = random.Random(0)
+    with open(p, "w") as f:
+        for i in range(1000):
+            f.write(f"step {i} loss {1.4 * math.exp(-i / 30) + 0.02 + rnd.uniform(0, 0.01):.4f}\n")
+            if i % 50 == 0:  # 1.35 -> 0.035, then +-0.01 around it (late values a touch higher)
+                f.write(f"step {i} val_loss {1.35 * math.exp(-i / 40) + 0.035 + 0.01 * (i > 600) + rnd.uniform(0, 0.005):.4f}\n")
+    r = log_metrics(p)
+    assert r.shape == "converged" and not any(f.failure_mode == "overfitting" for f in r.findings), r.text()

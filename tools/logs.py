@@ -888,7 +888,7 @@ class _Series:
 
 
 Trend = Literal["decreasing", "increasing", "flat", "unknown"]
-Shape = Literal["decreasing", "plateau", "slow_burn", "hockey_stick", "oscillating", "spike_and_recover",
+Shape = Literal["decreasing", "converged", "plateau", "slow_burn", "hockey_stick", "oscillating", "spike_and_recover",
                 "nan_death", "spike_then_nan", "diverging", "train_val_divergence", "too_short", "unclear"]
 
 
@@ -1310,21 +1310,23 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
                                 evidence=ev(Evidence(what="first non-finite step", value=_step_out(loss.first_nonfinite_step), source=src)),
                                 fix="Find the batch at that step; AMP's GradScaler skips such steps, a NaN loss outside AMP is a bug"))
 
+    # An LR finding from the loss curve's shape alone stays below 0.5: many other causes draw the same shape;
+    # the LR series (tools/lr_schedule.py) or a probe raise it.
     if noise > 0.25 and drop < 0.5 * abs(start):
-        findings.append(Finding(failure_mode="lr_too_high", confidence=0.5,
+        findings.append(Finding(failure_mode="lr_too_high", confidence=0.45,
                                 summary=f"{loss.name} oscillates: typical swing {noise:.0%} of its level without settling",
                                 evidence=ev(Evidence(what="relative swing (median |residual| / level)", value=noise, source=src)),
                                 fix="Lower the LR 3-10x or raise the batch size; a periodic pattern means the data order (check shuffling with data_check)"))
         return "oscillating", findings
 
-    # diverging: ends well above where it started, or climbs far above the minimum it reached
-    if end > 1.5 * start and end > lo * 1.5 or (i_lo < 0.8 * n and lo < 0.8 * start and end > 2 * lo and end > 0.9 * start):
+    # diverging: ends well above where it started, or gives back more than half of the progress it had made
+    if end > 1.5 * start and end > lo * 1.5 or (i_lo < 0.8 * n and lo < 0.8 * start and end - lo > 0.5 * (start - lo)):
         shape = "diverging"
         e = ev(Evidence(what="start (median first 5%)", value=start, source=src),
                Evidence(what="end (median last 10%)", value=end, source=src),
                Evidence(what="minimum", value=lo, source=f"{src} step {_step_out(steps[i_lo])}"))
         findings += [
-            Finding(failure_mode="lr_too_high", confidence=0.55, summary=f"{loss.name} diverges: {start:.4g} -> {end:.4g} (min {lo:.4g})",
+            Finding(failure_mode="lr_too_high", confidence=0.45, summary=f"{loss.name} diverges: {start:.4g} -> {end:.4g} (min {lo:.4g})",
                     evidence=e, fix="Lower the learning rate 3-10x (confirm with grad_norm_snapshot: update/weight ratio above 1e-1); add warmup for large batches"),
             Finding(failure_mode="exploding_gradients", confidence=0.4, summary="growing loss often comes with a growing gradient norm",
                     evidence=e, fix="grad_norm_snapshot: global norm above 10 confirms it; static_scan for a missing optimizer.zero_grad()"),
@@ -1341,8 +1343,17 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
     total = head - end
     if total > 0.3 * abs(head) and (head - early) > 0.85 * total:
         e = ev(Evidence(what="drop by 5-10% of the run / total drop", value=(head - early) / total, source=src))
+        converged = _converged(max(head, y[0]), end, val)  # the first value: a drop can be over by the second point
+        if converged is not None:  # fast and low, validation following: a good run, not an LR problem
+            return "converged", findings + [Finding(
+                failure_mode="healthy", confidence=0.6,
+                summary=f"{loss.name} converged fast: {max(head, y[0]):.4g} -> {early:.4g} by step {_step_out(steps[n // 10])}, "
+                        f"then stays low ({end:.4g} at the end)" + (f"; {val.name} follows it down" if val else ""),
+                evidence=[*e, *converged],
+                fix="Nothing to fix: an easy task or a good setup. If the task should be hard, a loss this low this early "
+                    "can mean the inputs contain the answer (data_check, init_loss_check)")]
         findings += [
-            Finding(failure_mode="lr_too_high", confidence=0.4, summary=f"hockey-stick {loss.name}: a sharp early drop, then flat at {end:.4g}",
+            Finding(failure_mode="lr_too_high", confidence=0.35, summary=f"hockey-stick {loss.name}: a sharp early drop, then flat at {end:.4g}",
                     evidence=e, fix="If init_loss_check is ok, run lr_range_test and lower the LR; the run may sit in a fast, poor basin"),
             Finding(failure_mode="bad_init", confidence=0.35, summary="a hockey stick is also the net spending its first steps learning the output bias",
                     evidence=e, fix="init_loss_check first: initialise the last layer so the initial loss is at chance (ln C)"),
@@ -1374,7 +1385,7 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
         slope1 = (y[0] - _median(y[half - k:half + 1])) / max(half, 1)
         slope2 = (_median(y[half - k:half + 1]) - end) / max(n - half, 1)
         if slope1 > 0 and slope2 > 0.6 * slope1 and drop < 0.5 * abs(start):
-            findings.append(Finding(failure_mode="lr_too_low", confidence=0.5,
+            findings.append(Finding(failure_mode="lr_too_low", confidence=0.45,
                                     summary=f"slow burn: {loss.name} falls steadily ({start:.4g} -> {end:.4g}) and never bends",
                                     evidence=ev(Evidence(what="slope 2nd half / 1st half", value=slope2 / slope1, source=src)),
                                     fix="grad_norm_snapshot: an update/weight ratio far below 1e-3 confirms it; raise the LR (lr_range_test)"))
@@ -1388,6 +1399,25 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
     return "unclear", findings
 
 
+def _converged(head: float, end: float, val: "_Series | None") -> list[Evidence] | None:
+    """Fast and low is convergence when the train loss lost at least 85% of its start and validation at least
+    half as much; without validation, 95% (a bad init's hockey stick also drops most of its start): the
+    evidence, else None."""
+    if head <= 0 or end > 0.15 * head:
+        return None
+    if val is None:
+        return [Evidence(what="end / start of the loss", value=end / head, source="log_metrics")] if end <= 0.05 * head else None
+    _, vy = val.curve()
+    if len(vy) < 2 or vy[0] <= 0:
+        return None
+    v_end = _median(vy[-max(1, len(vy) // 5):])
+    v_gone = 1 - v_end / vy[0]
+    if v_gone < 0.5 * (1 - end / head):
+        return None
+    return [Evidence(what="end / start of the loss", value=end / head, source="log_metrics"),
+            Evidence(what=f"end / start of {val.name}", value=v_end / vy[0], source="log_metrics")]
+
+
 def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding | None:
     vs, vy = val.curve()
     if len(vy) < 4:
@@ -1398,6 +1428,8 @@ def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding
     v_end = sm[-1]
     if i > 0.9 * (len(vy) - 1) or v_end < 1.1 * v_lo:
         return None  # validation still at (or near) its best at the end
+    if v_end - v_lo < 0.1 * (max(sm[:i + 1]) - v_lo):
+        return None  # a wobble near the floor, small next to how far validation fell
     ts, ty = loss.curve()
     at = [y for s, y in zip(ts, ty) if s >= vs[i]]
     if len(at) < 2 or _median(at[-max(1, len(at) // 5):]) >= at[0]:
