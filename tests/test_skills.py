@@ -1,13 +1,15 @@
 """The skill pack: Agent Skills rules, skills <-> tools cross-reference, and serving over MCP (in-process and stdio)."""
 
+import ast
+import difflib
 import hashlib
 import re
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import jsonschema
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
@@ -25,15 +27,6 @@ EXPECTED_SKILLS = {
     "fix-journal-and-regression-test",
 }
 ALLOWED_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
-
-# Used only while the live server registers no tools yet (tool modules still being written);
-# as soon as it does, the cross-reference test checks against its tools/list instead.
-FALLBACK_TOOLS = {
-    "tail_log", "log_metrics", "gpu_status", "process_check", "grad_norm_snapshot", "nan_hook_run", "overfit_test",
-    "init_loss_check", "data_check", "lr_range_test", "journal_append", "journal_search", "write_regression_test",
-    "static_scan", "triage", "run_training", "list_runs", "live_status", "live_action", "inspect_checkpoint",
-    "compare_runs", "sweep_analysis", "loss_surface", "profile_steps",
-}
 
 PROMPT_ARGS = {
     "triage_training_failure": {"symptom": "loss is NaN at step 500", "log_path": "logs/train.log",
@@ -92,10 +85,11 @@ def code_spans(text: str) -> list[str]:
 
 
 def tool_mentions(text: str) -> tuple[set[str], set[str]]:
-    """(names written as calls `name(...)`, bare names `name`) in a skill's inline code."""
+    """(names written as calls `name(...)`, bare names `name`) in a skill's inline code. Tools are snake_case;
+    a CamelCase call such as `StepLR(step_size=30)` constructs a class."""
     calls, bare = set(), set()
     for span in code_spans(text):
-        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)\(", span)
+        m = re.match(r"([a-z_][a-z0-9_]*)\(", span)
         if m:
             calls.add(m.group(1))
         elif re.fullmatch(r"[a-z_][a-z0-9_]*", span):
@@ -110,20 +104,79 @@ def server():
     return mcp
 
 
-def live_tool_names() -> set[str]:
+def live_tools() -> dict[str, dict[str, Any]]:
+    """name -> input schema of every tool the server registers, as an in-process MCP client lists them."""
     async def go():
         async with Client(server()) as c:
-            return {t.name for t in (await c.list_tools()).tools}
+            return {t.name: t.input_schema for t in (await c.list_tools()).tools}
 
     return anyio.run(go)
 
 
 def canonical_tools() -> set[str]:
-    live = live_tool_names()
-    if not live:
-        warnings.warn("the server registers no tools yet; checking skills against the fallback tool list")
-        return FALLBACK_TOOLS
+    live = set(live_tools())
+    assert live, "the server registers no tools: nothing to check the skills against"
     return live
+
+
+def call_spans(text: str) -> list[str]:
+    """Inline code spans written as a call `name(...)`."""
+    return [s for s in code_spans(text) if re.match(r"[a-z_][a-z0-9_]*\(", s)]
+
+
+def placeholder(value: Any) -> bool:
+    """`...` anywhere in a literal marks an example to be filled in, not a value to validate."""
+    if value is Ellipsis:
+        return True
+    if isinstance(value, (list, tuple, set)):
+        return any(placeholder(v) for v in value)
+    if isinstance(value, dict):
+        return any(placeholder(v) for v in (*value, *value.values()))
+    return False
+
+
+def call_problems(span: str, schemas: dict[str, dict[str, Any]]) -> list[str]:
+    """What is wrong with one `tool(arg=value, ...)` span against the tool's input schema: unknown keyword
+    arguments, literal values the schema rejects, required arguments missing from a call that spells out all
+    of its arguments. Placeholders (`...`, `<pid>`, a bare name) are only checked by their keyword."""
+    name = span.split("(", 1)[0]
+    schema = schemas[name]
+    props = schema.get("properties", {})
+    try:
+        call = ast.parse(span, mode="eval").body
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call):  # placeholders such as pid=<pid>: read the keywords only
+        keys = re.findall(r"[(,]\s*([a-z_][a-z0-9_]*)=(?!=)", span)
+        return [f"{name}() has no argument {k!r}" for k in keys if k not in props]
+    problems = [f"{name}() has no argument {kw.arg!r}" for kw in call.keywords if kw.arg not in props]
+    for kw in call.keywords:
+        if kw.arg not in props:
+            continue
+        try:
+            value = ast.literal_eval(kw.value)
+        except ValueError:
+            continue
+        if placeholder(value):
+            continue
+        try:
+            jsonschema.validate(value, props[kw.arg])
+        except jsonschema.ValidationError as e:
+            problems.append(f"{name}({kw.arg}={value!r}): {e.message}")
+    spelled_out = not call.args and not any(isinstance(k.value, ast.Constant) and k.value.value is Ellipsis
+                                            for k in call.keywords)
+    if spelled_out:
+        given = {kw.arg for kw in call.keywords}
+        problems += [f"{name}() misses required argument {r!r}" for r in schema.get("required", []) if r not in given]
+    return problems
+
+
+def defined_names(text: str) -> set[str]:
+    """Names a skill defines itself: `def name(` in an example, the function of a 'file.py:name' spec."""
+    return set(re.findall(r"\bdef ([a-z_][a-z0-9_]*)\(", text)) | set(re.findall(r"\.py:([A-Za-z_][A-Za-z0-9_]*)", text))
+
+
+SNAKE = re.compile(r"(?<![\w.])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)")
 
 
 class ListSkills(Request[PaginatedRequestParams | None, Literal["skills/list"]]):
@@ -219,8 +272,51 @@ def test_every_tool_a_skill_calls_exists_on_the_server_and_every_tool_is_taught(
 
 
 def test_the_mention_detector_catches_drift():
-    calls, bare = tool_mentions("run `tail_log(path=\"x\")`, then `gpu_status`, never `fancy_probe(x)` ```nope(1)```")
+    calls, bare = tool_mentions("run `tail_log(path=\"x\")`, then `gpu_status`, never `fancy_probe(x)` ```nope(1)```"
+                                " with `StepLR(step_size=30)`")
     assert calls == {"tail_log", "fancy_probe"} and bare == {"gpu_status"}
+
+
+def test_a_tool_called_anywhere_in_a_skill_exists_even_outside_backticks():
+    """Prose and examples count too: 'call schedule_checks(...)' without backticks is still a call an agent makes."""
+    tools = canonical_tools()
+    for md in all_markdown():
+        text = md.read_text(encoding="utf-8")
+        called = {m.group(1) for m in re.finditer(SNAKE.pattern + r"\(", text)} - defined_names(text)
+        assert called <= tools, f"{md.relative_to(REPO)} calls what the server does not have: {sorted(called - tools)}"
+
+
+def test_no_skill_misspells_a_tool_name():
+    tools = canonical_tools()
+    for md in all_markdown():
+        words = set(SNAKE.findall(md.read_text(encoding="utf-8"))) - tools
+        near = {w: difflib.get_close_matches(w, tools, n=1, cutoff=0.8) for w in words}
+        typos = {w: m[0] for w, m in near.items() if m}
+        assert not typos, f"{md.relative_to(REPO)} names tools that do not exist (did you mean?): {typos}"
+
+
+def test_every_tool_call_in_a_skill_uses_arguments_the_tool_accepts():
+    schemas = live_tools()
+    problems = []
+    for md in all_markdown():
+        for span in call_spans(md.read_text(encoding="utf-8")):
+            if span.split("(", 1)[0] in schemas:
+                problems += [f"{md.relative_to(REPO)}: {p}" for p in call_problems(span, schemas)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_argument_checker_catches_a_wrong_name_type_or_missing_argument():
+    schemas = {"live_status": {"type": "object", "required": ["run"], "properties": {
+        "run": {"type": "string"},
+        "what": {"type": "array", "items": {"enum": ["progress", "stack"], "type": "string"}}}}}
+    assert call_problems('live_status(run="<id>", what=["progress"])', schemas) == []
+    assert call_problems('live_status(run="<id>", what=[...])', schemas) == []
+    assert call_problems('live_status(...)', schemas) == []
+    assert call_problems('live_status(run="<id>", what="progress")', schemas)  # a string where a list goes
+    assert call_problems('live_status(run="<id>", what=["modulez"])', schemas)  # not one of the enum
+    assert call_problems('live_status(run="<id>", wat=["progress"])', schemas)  # misspelled keyword
+    assert call_problems('live_status(what=["stack"])', schemas)  # run is required
+    assert call_problems('live_status(run=<id>, since=3)', schemas) == ["live_status() has no argument 'since'"]
 
 
 # --- served over MCP, in process ------------------------------------------------------------
@@ -330,3 +426,108 @@ def test_a_stdio_client_lists_and_reads_every_skill_resource_and_gets_every_prom
                 assert len(listing["skills"]) == len(EXPECTED_SKILLS)
 
     anyio.run(go)
+
+
+# --- the guidance the skills must carry (issues 13 and 14) ----------------------------------
+
+
+def skill_text(name: str) -> str:
+    return (SKILLS / name / "SKILL.md").read_text(encoding="utf-8")
+
+
+def first(text: str, needle: str) -> int:
+    i = text.find(needle)
+    assert i >= 0, f"{needle!r} is missing"
+    return i
+
+
+def test_triage_workflow_writes_a_failing_test_before_the_fix_then_proves_it_then_journals():
+    """Issue 14: a test written after the fix never proved it catches the bug; the journal cites the test."""
+    text = skill_text("ml-training-triage")
+    order = [first(text, s) for s in ("write_regression_test(", "fails_now", "run_regression_test(", "compare_runs(",
+                                      "journal_append(")]
+    assert order == sorted(order), "test first (fails_now), fix and re-run it, compare, then journal"
+    step_test = first(text, "## Step 5")
+    step_fix = first(text, "## Step 6")
+    assert step_test < first(text, "write_regression_test(") < step_fix, "the test is written in the step before the fix"
+    assert "BEFORE the fix" in text[step_test:step_fix] and "`fails_now: false`" in text[step_test:step_fix]
+    assert "try_next" in text[step_test:step_fix], "a test that passes on the bug is sharpened, not accepted"
+    assert re.search(r"`journal_append\([^`]*test_path=", text), "the journal entry cites the regression test"
+
+
+def test_triage_compares_runs_on_the_metric_the_finding_is_about():
+    text = skill_text("ml-training-triage")
+    calls = [s for s in code_spans(text) if s.startswith("compare_runs(")]
+    assert any('metric="val_loss"' in c for c in calls), "leakage/overfitting are judged on the held-out series"
+    assert any('metric="loss"' in c for c in calls), "NaN/plateau are judged on the loss"
+    assert "never a reason to\n   revert" in text or "never a reason to revert" in text
+
+
+def test_triage_passes_both_target_and_command_and_routes_sequences_and_schedules():
+    text = skill_text("ml-training-triage")
+    assert any(s.startswith("triage(") and "target=" in s and "command=" in s for s in code_spans(text))
+    spans = code_spans(text)
+    assert any(s.startswith("sequence_check(target=") for s in spans)
+    assert any(s.startswith("schedule_check(lr_schedule=") for s in spans)
+    tree = text[first(text, "| # | Question"):first(text, "## Step 3")]
+    assert "`sequence_check`" in tree and "`schedule_check`" in tree, "the decision tree routes to both checks"
+    ref = (SKILLS / "ml-training-triage" / "references" / "decision-tree.md").read_text(encoding="utf-8")
+    assert "sequence_check(target=T)" in ref and 'schedule_check(lr_schedule="train.py:get_lr")' in ref
+
+
+def test_triage_treats_weak_findings_as_hypotheses_and_says_healthy():
+    text = skill_text("ml-training-triage")
+    assert re.search(r"below 0\.5\*\*: a hypothesis", text)
+    assert "`healthy` on top" in text and "Do not invent a bug" in text
+    lr_rule = text[first(text, "**LR findings**"):]
+    lr_rule = lr_rule[:lr_rule.index("\n\n")]
+    for needle in ("two independent signals", "steady state", "`lr_range_test`", "diverging"):
+        assert needle in lr_rule, f"the LR rule lacks {needle!r}"
+
+
+def test_curve_and_nan_skills_read_the_lr_series_before_anything_else():
+    """Issue 14 (b): a NaN preceded by a climbing LR is a schedule bug; nan_hook_run alone named only the NaN."""
+    nan = skill_text("nan-inf-hunting")
+    assert first(nan, "schedule_check(") < first(nan, "nan_hook_run("), "the schedule is checked before the op hunt"
+    assert re.search(r'log_metrics\([^`]*"lr"', nan)
+    curve = skill_text("loss-curve-reading")
+    assert first(curve, "## Read the LR series first") < first(curve, "## Shapes")
+    for text in (nan, curve):
+        for needle in ("warmup", "decay horizon", "per batch", "per epoch", "schedule_check(lr_schedule="):
+            assert needle.lower() in text.lower().replace("per-", "per "), f"{needle!r} missing"
+        assert re.search(r"NaN preceded by a climbing LR is a schedule bug|LR climbs into the NaN", text)
+
+
+def test_curve_skill_does_not_call_fast_convergence_an_lr_problem_or_a_finished_log_a_hang():
+    """Issue 13: a run that converged fast got lr_too_high 40%; a log that ended normally got 'hang 30%'."""
+    curve = skill_text("loss-curve-reading")
+    row = next(line for line in curve.splitlines() if line.startswith("| Fast convergence"))
+    assert "Not an LR problem" in row and "validation" in row
+    assert "A quiet log is not a hang" in curve and "`ended`" in curve and "`stalled`" in curve
+
+
+def test_anti_patterns_cover_sequence_leakage_and_fixes_that_raise_train_loss():
+    text = skill_text("training-anti-patterns")
+    for needle in ("masked_fill", "Unshifted targets", "Teacher-forced validation", "sequence_check(target=",
+                   "Reverting a correct fix because the training loss rose", "held-out",
+                   "Adam's first steps or during warmup", "strongly predictive feature", "Kaufman et al. 2012"):
+        assert needle in text, f"{needle!r} missing"
+    revert = text[first(text, "## 15."):first(text, "## 16.")]
+    assert "Never revert only because the\ntrain loss went up" in revert or "Never revert only because" in revert
+
+
+def test_hang_is_judged_from_progress_not_from_a_wall_clock():
+    """Issue 13: under load a healthy run was reported as 'hang' from a probe's wall clock."""
+    text = skill_text("hangs-oom-throughput")
+    hang = text[first(text, "## Hangs"):first(text, "## Slow throughput")]
+    for needle in ("no optimizer step completes", "never from a wall clock", "load average", "`run_state`",
+                   "`ended`", 'what=["progress"]', "stack=True", "twice"):
+        assert needle in hang, f"{needle!r} missing"
+
+
+def test_gradient_health_judges_update_ratios_in_steady_state_with_a_second_signal():
+    """Issue 13: 'lr_too_high 55%' from a ratio of 0.16 measured at Adam's first step on a healthy transformer."""
+    text = skill_text("gradient-health")
+    assert 'grad_norm_snapshot(target="train.py:make_target", steps=12)' in text
+    assert "Kingma & Ba 2015" in text and "steady state" in text and "two signals agree" in text
+    assert "`steps=1` is enough for connectivity" in text
