@@ -113,8 +113,9 @@ def triage_training_failure(symptom: str, log_path: str | None = None, target: s
         args.append(f"log_path={_q(log_path)}")
     if target:
         steps.append(
-            f"5. `triage({', '.join(args)}, source_paths=[...the training and model files...])`: static scan plus "
-            "the probes in decision-tree order; read its ranked findings and next_steps."
+            f"5. `triage({', '.join(args)}, command=[\"python\", \"train.py\", ...the user's own command...], "
+            "source_paths=[...the training and model files...])`: static scan, the log, the factory probes and the "
+            "user's own script run for a bounded number of steps; read its ranked findings and next_steps."
         )
     else:
         steps.append(
@@ -135,7 +136,9 @@ def triage_training_failure(symptom: str, log_path: str | None = None, target: s
         "evidence and a concrete fix. Do not change hyperparameters, switch optimizers or add try/except before "
         "the probes have ruled out a bug (skill://training-anti-patterns/SKILL.md).",
         *([f"The symptom suggests reading skill://{specific}/SKILL.md next."] if specific else []),
-        "After the fix is validated with `compare_runs`, use the after_fix prompt: journal entry and regression test.",
+        "Before changing any code, write the regression test (`write_regression_test`, the call triage's next_steps "
+        "suggests): `fails_now` must be true on the current code; if it passes, it does not catch the bug: sharpen "
+        "it first. Then fix, and use the after_fix prompt: re-run the test, compare runs, journal entry.",
     ])
     return [_embedded("ml-training-triage"), UserMessage(plan)]
 
@@ -153,20 +156,27 @@ def after_fix(
     target: str | None = None,
     function: str | None = None,
 ) -> list[UserMessage]:
-    """After a validated fix: compare before/after, append the journal entry, write and run the regression test."""
+    """After the fix: re-run the regression test written before it, compare before/after, append the journal entry."""
     if failure_mode not in FAILURE_MODES:
         # MCPError is the only prompt exception whose message reaches the client.
         raise MCPError(INVALID_PARAMS, f"unknown failure_mode {failure_mode!r}; use one of: {', '.join(FAILURE_MODES)}")
-    steps = []
-    if before_log and after_log:
-        steps.append(f"`compare_runs(before={_q(before_log)}, after={_q(after_log)}, metric=\"loss\")`: the "
-                     "verdict and numbers become the entry's resolution. Stop if it is not `improved`.")
     name = _slug(title)
     test_args = [f"failure_mode={_q(failure_mode)}", f"name={_q(name)}"]
     if target:
         test_args.append(f"target={_q(target)}")
     if function:
         test_args.append(f"function={_q(function)}")
+    steps = [f"`run_regression_test(path=\"tests/test_{name}.py\")` (the test you wrote BEFORE the fix, when it "
+             "failed): `passes_now` must be true now. If you did not write it first, call "
+             f"`write_regression_test({', '.join(test_args)})` on the code with the fix reverted (it must fail), "
+             "then restore the fix and re-run it. Never loosen a bound to make it pass."]
+    if before_log and after_log:
+        held_out = failure_mode in ("data_leakage", "overfitting")
+        metric = "val_loss" if held_out else "loss"
+        steps.append(f"`compare_runs(before={_q(before_log)}, after={_q(after_log)}, metric=\"{metric}\")`: the "
+                     "verdict and numbers become the entry's resolution."
+                     + (" Removing a leak makes TRAIN loss rise: judge by the held-out series, never revert for that."
+                        if held_out else " Stop and rethink if it is not `improved`."))
     journal_args = ", ".join([
         f"title={_q(title)}", f"failure_mode={_q(failure_mode)}",
         f"symptom={_q(symptom or '<symptom with numbers>')}",
@@ -177,8 +187,6 @@ def after_fix(
         f"test_path=\"tests/test_{name}.py\"",
     ])
     steps += [
-        f"`write_regression_test({', '.join(test_args)})`: it must pass now (the fix is in); if you can, "
-        "confirm it fails with the fix reverted. Use the path it reports.",
         f"`journal_append({journal_args})`: fill every placeholder with measured values; set test_path to the "
         "path write_regression_test reported.",
     ]

@@ -396,6 +396,8 @@ def test_after_fix_prompt_plans_compare_journal_and_test_and_refuses_unknown_fai
             assert 'compare_runs(before="logs/before.log", after="logs/after.log"' in text
             assert 'write_regression_test(failure_mode="nan_inf", name="nan_from_log_0_in_the_entropy_bonus", function="model.py:entropy")' in text
             assert 'journal_append(title="NaN from log(0) in the entropy bonus", failure_mode="nan_inf"' in text
+            # test first: the test written before the fix is re-run, and the re-run comes before the journal
+            assert text.index("run_regression_test(") < text.index("compare_runs(") < text.index("journal_append(")
             with pytest.raises(MCPError, match="nan_inf"):
                 await c.get_prompt("after_fix", {"title": "x", "failure_mode": "cosmic_rays"})
 
