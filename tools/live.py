@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from tools.errors import TriageError
 from tools.probe_runner import choose_python
 from tools.report import Evidence, Finding, Num, Report, is_finite, mark_nonfinite
+from tools.workspace import Workspace
 
 LIVE_DIR = Path(__file__).resolve().parent / "probe" / "live"
 RUNS = Path(".mltriage") / "runs"
@@ -276,17 +277,27 @@ def _mib(b: int | None) -> str:
 
 # ---- the run registry ------------------------------------------------------------------------------
 
-def runs_dir(root: Path) -> Path:
-    return root / RUNS
+def runs_dir(root: Path, create: bool = False) -> Path:
+    """The workspace's run registry, symlinks resolved; a `.mltriage` or `runs` link leading out is refused."""
+    ws = Workspace(root)
+    return ws.directory(RUNS, create=True, mode=0o700) if create else ws.write_path(RUNS)
+
+
+def _run_dirs(base: Path) -> list[Path]:
+    """The run directories we made: real directories, never links (which could lead out of the workspace)."""
+    if not base.is_dir():
+        return []
+    return [d for d in base.iterdir() if not d.is_symlink() and d.is_dir() and (d / "state.json").is_file()]
 
 
 def run_dir(root: Path, run: str) -> Path:
     """The run's directory inside this workspace; ids are plain names, never paths."""
     if not RUN_ID.match(run or ""):
         raise TriageError(f"{run!r} is not a run id", "Use an id from list_runs, e.g. 'train-0510-142301-ab12'")
-    d = runs_dir(root) / run
-    if not (d / "state.json").is_file():
-        known = ", ".join(p.name for p in sorted(runs_dir(root).glob("*/state.json"))[-5:]) if runs_dir(root).is_dir() else ""
+    base = runs_dir(root)
+    d = base / run
+    if d.is_symlink() or not (d / "state.json").is_file():
+        known = ", ".join(sorted(p.name for p in _run_dirs(base))[-5:])
         raise TriageError(f"no run {run!r} in this workspace ({root})",
                           "Call list_runs for the ids" + (f" (recent: {known})" if known else ""))
     return d
@@ -326,14 +337,19 @@ def launch(root: Path, command: list[str] | str, log_path: Path, name: str | Non
     exe = shutil.which(argv[0], path=os.environ.get("PATH")) if os.sep not in argv[0] else argv[0]
     if exe is None or not os.path.isfile(root / exe if not os.path.isabs(exe) else exe):
         raise TriageError(f"{argv[0]!r} was not found", "Give the interpreter or launcher by path, e.g. '.venv/bin/python'")
-    base = runs_dir(root)
-    base.mkdir(parents=True, exist_ok=True)
+    ws = Workspace(root)
+    # the log first: a bad log path must fail before a run directory exists to be left behind
+    log_path = ws.write_path(log_path)
+    if log_path.is_dir():
+        raise TriageError(f"log_path {str(log_path.relative_to(ws.root))!r} is a directory",
+                          "Pass a file path for the run's output, e.g. 'logs/train.log'")
+    ws.directory(log_path.parent, create=True)
+    base = runs_dir(root, create=True)
     os.chmod(base, 0o700)  # the control sockets inside are only for this user
     script = next((a for a in argv[1:] if a.endswith(".py")), argv[0])
     run_id = f"{_slug(name or Path(script).stem)}-{time.strftime('%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     d = base / run_id
     d.mkdir(mode=0o700)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLTRIAGE_LIVE")}
     env.update(MLTRIAGE_LIVE_DIR=str(d), MLTRIAGE_WORKSPACE=str(root), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(LIVE_DIR), os.environ.get("PYTHONPATH")) if p))
@@ -343,15 +359,22 @@ def launch(root: Path, command: list[str] | str, log_path: Path, name: str | Non
                str(d / "exit_code"), *argv]
     state = {"id": run_id, "run_dir": str(d), "name": name or Path(script).stem, "command": argv, "log_path": str(log_path),
              "cwd": str(root), "created": time.time(), "status": "starting", "actions": []}
-    (d / "state.json").write_text(json.dumps(state, indent=1))
-    with open(log_path, "ab") as log:
-        log.write(f"[mltriage] run {run_id} started {time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
-        log.flush()
-        try:
-            proc = subprocess.Popen(wrapper, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as e:
-            raise TriageError(f"could not start {argv[0]!r}: {e}", "Check the command")
+    try:
+        (d / "state.json").write_text(json.dumps(state, indent=1))
+        with open(log_path, "ab") as log:
+            log.write(f"[mltriage] run {run_id} started {time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(wrapper, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as e:
+                raise TriageError(f"could not start {argv[0]!r}: {e}", "Check the command")
+    except BaseException as e:  # no run started: leave no run behind
+        shutil.rmtree(d, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise TriageError(f"could not write the run's files ({e.strerror}: {e.filename})",
+                              "Check log_path and the workspace's permissions") from e
+        raise
     _children[proc.pid] = proc
     try:
         created = psutil.Process(proc.pid).create_time()
@@ -446,14 +469,12 @@ def run_info(root: Path, d: Path) -> RunInfo:
 
 def list_runs(root: Path) -> RunList:
     """Every run of this workspace, newest first; reads files only (no socket), so it is always quick."""
-    base = runs_dir(root)
     runs = []
-    for d in sorted(base.glob("*/"), key=lambda p: p.stat().st_mtime, reverse=True) if base.is_dir() else []:
-        if (d / "state.json").is_file():
-            try:
-                runs.append(run_info(root, d))
-            except TriageError:
-                continue
+    for d in _run_dirs(runs_dir(root)):
+        try:
+            runs.append(run_info(root, d))
+        except TriageError:
+            continue
     runs.sort(key=lambda r: r.created, reverse=True)
     return RunList(runs=runs)
 
