@@ -77,3 +77,109 @@ def test_the_workspace_venv_is_the_default_interpreter(workspace):
     venv.mkdir(parents=True)
     (venv / "python").write_text("")
     assert choose_python(None, workspace) == str(venv / "python")
+
+
+# --- nothing a probe starts outlives it --------------------------------------------------------------
+
+DOUBLE_FORK = """
+    import os, sys, time
+    pidfile = sys.argv[1]
+    if os.fork() == 0:            # the classic daemon: fork, setsid, fork again, parent exits
+        os.setsid()
+        if os.fork() == 0:
+            with open(pidfile + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(pidfile + ".tmp", pidfile)
+            time.sleep(600)
+        os._exit(0)
+    while not os.path.exists(pidfile):
+        time.sleep(0.02)
+    {after}
+"""
+
+SETSID_CHILD = """
+    import os, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(child.pid))
+    {after}
+"""
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _pid(path) -> int:
+    return int(path.read_text())
+
+
+@pytest.mark.parametrize("script", [DOUBLE_FORK, SETSID_CHILD], ids=["double-forked daemon", "setsid child"])
+def test_a_probe_that_ends_normally_leaves_no_daemon_or_setsid_child(script, workspace, tmp_path, no_stray_processes):
+    _script(workspace, "spawn.py", script.format(after="print('done')"))
+    pidfile = tmp_path / "escaped.pid"
+
+    async def body():
+        return await run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=60,
+                               command=[sys.executable, "spawn.py", str(pidfile)])
+
+    oc = run(body)
+    assert oc.returncode == 0 and not oc.timed_out, oc.stderr_tail
+    assert not _alive(_pid(pidfile)), "the escaped process outlived the probe"
+
+
+@pytest.mark.parametrize("script", [DOUBLE_FORK, SETSID_CHILD], ids=["double-forked daemon", "setsid child"])
+def test_a_probe_killed_at_its_timeout_takes_its_daemons_along(script, workspace, tmp_path, no_stray_processes):
+    _script(workspace, "spawn.py", script.format(after="time.sleep(600)"))
+    pidfile = tmp_path / "escaped.pid"
+
+    async def body():
+        return await run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=3,
+                               command=[sys.executable, "spawn.py", str(pidfile)])
+
+    oc = run(body)
+    assert oc.timed_out
+    assert not _alive(_pid(pidfile))
+
+
+def test_a_cancelled_probe_takes_its_daemon_along(workspace, tmp_path, no_stray_processes):
+    import anyio
+
+    _script(workspace, "spawn.py", DOUBLE_FORK.format(after="time.sleep(600)"))
+    pidfile = tmp_path / "escaped.pid"
+
+    async def body():
+        with anyio.move_on_after(60) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=120,
+                                                command=[sys.executable, "spawn.py", str(pidfile)]))
+                while not pidfile.exists():
+                    await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()  # as a client's notifications/cancelled does
+        return scope.cancelled_caught
+
+    assert run(body) is False, "the daemon never started"
+    assert not _alive(_pid(pidfile))
+
+
+def test_an_unmarked_process_of_the_same_user_is_left_alone(workspace, tmp_path, no_stray_processes):
+    import subprocess
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        _script(workspace, "spawn.py", SETSID_CHILD.format(after="print('done')"))
+
+        async def body():
+            return await run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=60,
+                                   command=[sys.executable, "spawn.py", str(tmp_path / "escaped.pid")])
+
+        run(body)
+        assert bystander.poll() is None, "a process the probe did not start was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()

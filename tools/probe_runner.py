@@ -1,12 +1,15 @@
 """Runs a probe file from tools/probe/ in the user's interpreter (docs/design.md: two processes, two Pythons).
 
 The probe gets a job directory holding `args.json`; it appends progress lines to `progress.jsonl`
-and writes `result.json` last. Its own process group is killed whole on timeout or cancel, so a
-hung target, a DataLoader worker or a torchrun child never outlives the request.
+and writes `result.json` last. Every process it starts inherits an environment marker unique to
+this run; when the probe ends (normally, on timeout or on cancel) its process group is killed and
+then every process still carrying the marker, so a hung target, a DataLoader worker, a torchrun
+child, a `setsid` child or a double-forked daemon never outlives the request.
 """
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,6 +27,8 @@ from tools.errors import TriageError
 
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 TAIL_BYTES = 8000
+MARKER = "MLTRIAGE_PROBE_ID"  # in the environment of every process a probe starts
+REAP_ROUNDS = 20
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -82,8 +87,26 @@ def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
         return ""
 
 
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the probe's process group and any descendant that left it (setsid, daemons)."""
+def marked_processes(token: str, since: float) -> list[psutil.Process]:
+    """Live processes whose environment carries MARKER=token, created after `since` (epoch seconds).
+
+    Daemons and `setsid` children leave the probe's process group and tree, but not the
+    environment they inherited. Reading it needs the same user (or root), which the probe's are.
+    """
+    found = []
+    for p in psutil.process_iter(["create_time"]):
+        try:
+            if p.pid == os.getpid() or (p.info["create_time"] or 0.0) < since:
+                continue
+            if p.environ().get(MARKER) == token:
+                found.append(p)
+        except (psutil.Error, OSError):  # gone, a zombie, or another user's process
+            continue
+    return found
+
+
+def kill_tree(proc: subprocess.Popen, token: str | None = None, since: float = 0.0) -> None:
+    """SIGKILL the probe's process group, its descendants, and every process carrying its marker."""
     try:
         descendants = psutil.Process(proc.pid).children(recursive=True)
     except psutil.Error:
@@ -101,6 +124,24 @@ def kill_tree(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+    if token is None:
+        return
+    # Rounds, because a marked process may fork while we kill: stop them all, then kill them all.
+    for _ in range(REAP_ROUNDS):
+        left = marked_processes(token, since)
+        if not left:
+            return
+        for p in left:
+            try:
+                p.suspend()
+            except psutil.Error:
+                pass
+        for p in left:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=1)
 
 
 async def run_probe(
@@ -127,9 +168,12 @@ async def run_probe(
     try:
         (job / "args.json").write_text(json.dumps({**args, "workspace": str(workspace_root)}))
         (job / "reports").mkdir()
-        full_env = {**os.environ, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1"}
+        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        full_env = {**os.environ, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1", MARKER: token}
         argv = command or [interpreter, str(probe_file), str(job)]
         start = time.monotonic()
+        # create_time comes from whole-second boot time plus clock ticks: allow for the rounding
+        since = time.time() - 2.0
         with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err:
             try:
                 proc = subprocess.Popen(argv, cwd=workspace_root, env=full_env, stdin=subprocess.DEVNULL,
@@ -141,15 +185,15 @@ async def run_probe(
             while proc.poll() is None:
                 if time.monotonic() - start > timeout_s:
                     timed_out = True
-                    kill_tree(proc)
+                    kill_tree(proc, token, since)
                     break
                 seen = await _forward_progress(job / "progress.jsonl", seen, on_progress)
                 await anyio.sleep(0.05)
             await _forward_progress(job / "progress.jsonl", seen, on_progress)
         except BaseException:  # cancelled request: nothing may outlive it
-            kill_tree(proc)
+            kill_tree(proc, token, since)
             raise
-        kill_tree(proc)  # reap stragglers such as data-loader workers left behind
+        kill_tree(proc, token, since)  # stragglers: data-loader workers, setsid children, daemons
         result = None
         if (job / "result.json").exists():
             try:
