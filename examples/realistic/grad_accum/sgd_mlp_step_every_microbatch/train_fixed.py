@@ -1,0 +1,304 @@
+"""Fit an MLP regressor to a teacher network with SGD (Megatron-style logging, plain PyTorch loop).
+
+bf16 autocast on CPU, gradient accumulation over micro-batches up to the global
+batch size, global-norm gradient clipping, linear warmup + cosine decay.
+
+    python train.py [--train-iters 150] [--micro-batch-size 16] [--global-batch-size 256]
+"""
+import argparse
+import math
+import os
+import time
+from datetime import datetime
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="MLP regression with SGD")
+    g = p.add_argument_group("model")
+    g.add_argument("--num-layers", type=int, default=3)
+    g.add_argument("--hidden-size", type=int, default=128)
+    g.add_argument("--input-dim", type=int, default=32)
+    g = p.add_argument_group("training")
+    g.add_argument("--micro-batch-size", type=int, default=16)
+    g.add_argument("--global-batch-size", type=int, default=256)
+    g.add_argument("--train-iters", type=int, default=150)
+    g.add_argument("--optimizer", default="sgd", choices=["adam", "sgd"])
+    g.add_argument("--lr", type=float, default=0.1)
+    g.add_argument("--min-lr", type=float, default=0.0)
+    g.add_argument("--lr-decay-style", default="cosine", choices=["cosine", "constant"])
+    g.add_argument("--lr-warmup-iters", type=int, default=15)
+    g.add_argument("--weight-decay", type=float, default=1e-4)
+    g.add_argument("--adam-beta1", type=float, default=0.9)
+    g.add_argument("--adam-beta2", type=float, default=0.95)
+    g.add_argument("--adam-eps", type=float, default=1e-8)
+    g.add_argument("--sgd-momentum", type=float, default=0.9)
+    g.add_argument("--clip-grad", type=float, default=1.0)
+    g.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--seed", type=int, default=31)
+    g = p.add_argument_group("logging")
+    g.add_argument("--log-interval", type=int, default=10)
+    g.add_argument("--eval-interval", type=int, default=50)
+    g.add_argument("--eval-iters", type=int, default=4)
+    g.add_argument("--save", default="out")
+    g = p.add_argument_group("data")
+    g.add_argument("--num-train-samples", type=int, default=8192)
+    g.add_argument("--num-valid-samples", type=int, default=1024)
+    g.add_argument("--data-seed", type=int, default=7)
+    args = p.parse_args(argv)
+    args.data_parallel_size = 1
+    assert args.global_batch_size % (args.micro_batch_size * args.data_parallel_size) == 0
+    args.num_micro_batches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
+    return args
+
+
+def print_args(args):
+    print("------------------------ arguments ------------------------", flush=True)
+    for arg in sorted(vars(args)):
+        dots = "." * (48 - len(arg))
+        print("  {} {} {}".format(arg, dots, getattr(args, arg)), flush=True)
+    print("-------------------- end of arguments ---------------------", flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+class TeacherRegressionDataset(Dataset):
+    """x ~ N(0, I); y = fixed random 2-layer teacher(x) + noise, targets standardised."""
+
+    def __init__(self, num_samples, input_dim, teacher_seed, sample_seed, noise=0.1):
+        g = torch.Generator().manual_seed(teacher_seed)
+        w1 = torch.randn(input_dim, 64, generator=g) / math.sqrt(input_dim)
+        w2 = torch.randn(64, 1, generator=g) / 8.0
+        gs = torch.Generator().manual_seed(sample_seed)
+        self.x = torch.randn(num_samples, input_dim, generator=gs)
+        w_lin = torch.randn(input_dim, 1, generator=g) / math.sqrt(input_dim)
+        y = self.x @ w_lin + torch.tanh(self.x @ w1) @ w2
+        y = (y - y.mean()) / y.std()
+        self.y = y + noise * torch.randn(num_samples, 1, generator=gs)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, idx):
+        return {"x": self.x[idx], "y": self.y[idx]}
+
+
+def build_train_valid_datasets(args):
+    train = TeacherRegressionDataset(args.num_train_samples, args.input_dim, args.data_seed, args.seed)
+    valid = TeacherRegressionDataset(args.num_valid_samples, args.input_dim, args.data_seed, args.seed + 1)
+    return train, valid
+
+
+def cyclic_iter(loader):
+    while True:
+        for batch in loader:
+            yield batch
+
+
+def get_batch(data_iterator):
+    batch = next(data_iterator)
+    return batch["x"], batch["y"]
+
+
+# ---------------------------------------------------------------- model
+
+class MLPRegressor(nn.Module):
+    def __init__(self, args):
+        super().__init__()
+        layers, d = [], args.input_dim
+        for _ in range(args.num_layers):
+            layers += [nn.Linear(d, args.hidden_size), nn.GELU()]
+            d = args.hidden_size
+        layers.append(nn.Linear(d, 1))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x, y=None):
+        out = self.net(x)
+        if y is None:
+            return out
+        return F.mse_loss(out.float(), y)
+
+
+def model_provider(args):
+    print("building MLP model ...", flush=True)
+    model = MLPRegressor(args)
+    n = sum(p.numel() for p in model.parameters())
+    print(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): {}".format(n), flush=True)
+    return model
+
+
+def forward_step(model, x, y, args):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+        return model(x, y)
+
+
+# ---------------------------------------------------------------- optimizer / schedule
+
+def get_optimizer(params, args):
+    params = list(params)
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": args.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=args.lr, momentum=args.sgd_momentum)
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_eps)
+
+
+class OptimizerParamScheduler:
+    """Linear warmup then cosine decay from lr to min_lr over train_iters (in iterations)."""
+
+    def __init__(self, optimizer, args):
+        self.optimizer = optimizer
+        self.max_lr, self.min_lr = args.lr, args.min_lr
+        self.warmup_steps = args.lr_warmup_iters
+        self.decay_steps = args.train_iters
+        self.decay_style = args.lr_decay_style
+        self.num_steps = 0
+        self.step(0)
+
+    def get_lr(self):
+        if self.warmup_steps > 0 and self.num_steps <= self.warmup_steps:
+            return self.max_lr * self.num_steps / self.warmup_steps
+        if self.decay_style == "constant":
+            return self.max_lr
+        if self.num_steps > self.decay_steps:
+            return self.min_lr
+        ratio = (self.num_steps - self.warmup_steps) / (self.decay_steps - self.warmup_steps)
+        coeff = 0.5 * (math.cos(math.pi * ratio) + 1.0)
+        return self.min_lr + coeff * (self.max_lr - self.min_lr)
+
+    def step(self, increment=1):
+        self.num_steps += increment
+        lr = self.get_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+
+# ---------------------------------------------------------------- train / eval
+
+@torch.no_grad()
+def evaluate(valid_iterator, model, args):
+    model.eval()
+    total = 0.0
+    for _ in range(args.eval_iters):
+        for _ in range(args.num_micro_batches):
+            x, y = get_batch(valid_iterator)
+            total += forward_step(model, x, y, args).item()
+    model.train()
+    return total / (args.eval_iters * args.num_micro_batches)
+
+
+def evaluate_and_print_results(prefix, valid_iterator, model, args):
+    loss = evaluate(valid_iterator, model, args)
+    string = " validation loss at {} | ".format(prefix)
+    string += "mse loss value: {:.6E} | ".format(loss)
+    length = len(string) + 1
+    print("-" * length, flush=True)
+    print(string, flush=True)
+    print("-" * length, flush=True)
+
+
+def training_log(iteration, consumed, elapsed_ms, lr, loss, grad_norm, skipped, nans, args):
+    log_string = " iteration {:8d}/{:8d} |".format(iteration, args.train_iters)
+    log_string += " consumed samples: {:12d} |".format(consumed)
+    log_string += " elapsed time per iteration (ms): {:.1f} |".format(elapsed_ms)
+    log_string += " learning rate: {:.6E} |".format(lr)
+    log_string += " global batch size: {:5d} |".format(args.global_batch_size)
+    log_string += " mse loss: {:.6E} |".format(loss)
+    log_string += " loss scale: {:.1f} |".format(1.0)
+    log_string += " grad norm: {:.3f} |".format(grad_norm)
+    log_string += " number of skipped iterations: {:3d} |".format(skipped)
+    log_string += " number of nan iterations: {:3d} |".format(nans)
+    print(log_string, flush=True)
+
+
+def build_data_iterators(args):
+    train_ds, valid_ds = build_train_valid_datasets(args)
+    # sequential like Megatron's pretraining sampler: the samples are already random draws
+    train_loader = DataLoader(train_ds, batch_size=args.micro_batch_size, shuffle=False, drop_last=True)
+    valid_loader = DataLoader(valid_ds, batch_size=args.micro_batch_size, shuffle=False, drop_last=True)
+    return train_loader, valid_loader
+
+
+def make_target():
+    args = parse_args([])
+    torch.manual_seed(args.seed)
+    model = MLPRegressor(args)
+    train_loader, _ = build_data_iterators(args)
+    it = iter(cyclic_iter(train_loader))
+    data = [get_batch(it) for _ in range(args.num_micro_batches)]
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return forward_step(model, x, y, args)
+
+    return {"model": model, "batch": data[0], "data": data, "loss_fn": loss_fn,
+            "optimizer": get_optimizer(model.parameters(), args),
+            "make_optimizer": lambda params: get_optimizer(params, args), "task": "regression"}
+
+
+def main():
+    args = parse_args()
+    print("using world size: 1, data-parallel size: 1, tensor-model-parallel size: 1, "
+          "pipeline-model-parallel size: 1", flush=True)
+    print("using torch.float32 for parameters ...", flush=True)
+    print_args(args)
+    print("> setting random seeds to {} ...".format(args.seed), flush=True)
+    torch.manual_seed(args.seed)
+    model = model_provider(args)
+    optimizer = get_optimizer(model.parameters(), args)
+    scheduler = OptimizerParamScheduler(optimizer, args)
+    print("> building train, validation, and test datasets ...", flush=True)
+    train_loader, valid_loader = build_data_iterators(args)
+    print(" > datasets target sizes (minimum size):", flush=True)
+    print("    train:      {}".format(args.train_iters * args.global_batch_size), flush=True)
+    print("    validation: {}".format(args.num_valid_samples), flush=True)
+    train_iterator, valid_iterator = cyclic_iter(train_loader), cyclic_iter(valid_loader)
+    print("[after dataloaders are built] datetime: {} ".format(datetime.now().strftime("%Y-%m-%d %H:%M:%S")), flush=True)
+    print("training ...", flush=True)
+
+    consumed, skipped, nans = 0, 0, 0
+    loss_sum, count, t0 = 0.0, 0, time.time()
+    iteration = 0
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    for micro_step, batch in enumerate(train_iterator, start=1):
+        x, y = batch["x"], batch["y"]
+        loss = forward_step(model, x, y, args)
+        (loss / args.num_micro_batches).backward()
+        loss_sum += loss.item()
+        count += 1
+        if micro_step % args.num_micro_batches == 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad).item()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            iteration += 1
+            consumed += args.global_batch_size
+            if not math.isfinite(grad_norm):
+                nans += 1
+            if iteration % args.log_interval == 0:
+                elapsed_ms = (time.time() - t0) * 1000.0 / args.log_interval
+                training_log(iteration, consumed, elapsed_ms, optimizer.param_groups[0]["lr"],
+                             loss_sum / count, grad_norm, skipped, nans, args)
+                loss_sum, count, t0 = 0.0, 0, time.time()
+            if iteration % args.eval_interval == 0:
+                evaluate_and_print_results("iteration {}".format(iteration), valid_iterator, model, args)
+            if iteration == args.train_iters:
+                break
+
+    save_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), args.save)
+    os.makedirs(save_dir, exist_ok=True)
+    torch.save({"iteration": args.train_iters, "model": model.state_dict()},
+               os.path.join(save_dir, "model_optim_rng.pt"))
+    print("saving checkpoint at iteration {:7d} to {}".format(args.train_iters, args.save), flush=True)
+
+
+if __name__ == "__main__":
+    main()
