@@ -254,6 +254,12 @@ def test_static_scan_flags_requires_grad_false_on_the_whole_model_and_zero_lr():
         "torch.optim.SGD([{'params': model.weight, 'lr': 0}, {'params': model.bias}], lr=0.1)"))
 
 
+def test_per_row_std_without_eps_is_flagged_but_a_whole_dataset_std_is_not():
+    assert scan("z = (x - x.mean(dim=1, keepdim=True)) / x.std(dim=1, keepdim=True)\n") == ["divide_by_std_without_eps"]
+    assert scan("z = (x - x.mean(0)) / torch.std(x, 0)\n") == ["divide_by_std_without_eps"]
+    assert scan("y = (y - y.mean()) / y.std()\n") == []  # one number over the whole target: never 0 on real data
+
+
 def test_static_scan_flags_log_of_softmax_without_clamp_but_not_with_it():
     bad = """
     probs = torch.softmax(logits, dim=-1)
