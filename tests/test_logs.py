@@ -979,3 +979,65 @@ def test_validation_wobbling_near_its_floor_is_not_overfitting(tmp_path):
                 f.write(f"step {i} val_loss {1.35 * math.exp(-i / 40) + 0.035 + 0.01 * (i > 600) + rnd.uniform(0, 0.005):.4f}\n")
     r = log_metrics(p)
     assert r.shape == "converged" and not any(f.failure_mode == "overfitting" for f in r.findings), r.text()
+
+
+# ------------------------------------------------------------------ schedule findings from the log's LR series (issue #14)
+
+def schedule_run(tmp_path: Path, bug: str, header: bool = True) -> Path:
+    """tests/fixtures/logs/schedule_run.py: a real SGD run with that schedule bug; its stdout is the log."""
+    out = subprocess.run([sys.executable, str(FIXTURES / "schedule_run.py"), bug], capture_output=True, text=True,
+                         check=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout
+    if not header:
+        out = "".join(ln for ln in out.splitlines(keepends=True) if ln.startswith("iter "))
+    return write(tmp_path / f"{bug}.log", out)
+
+
+def lr_findings(r) -> list:
+    return [f for f in r.findings if f.failure_mode in ("lr_too_high", "lr_too_low")]
+
+
+@pytest.mark.parametrize("bug, mode, confidence, step, says", [
+    ("warmup_never_ends", "lr_too_high", 0.75, None, "became non-finite at step"),  # the NaN's step: checked below
+    ("restart_jump", "lr_too_high", 0.75, None, "became non-finite at step"),
+    ("slow_warmup_never_ends", "lr_too_high", 0.7, "step 20", "keeps rising after warmup_iters=20"),
+    ("no_decay", "lr_too_high", 0.55, "step 20", "never decays"),
+    ("scaled_twice", "lr_too_high", 0.6, "step 5", "8.0x the configured learning_rate=0.05"),
+    ("per_batch_steplr", "lr_too_low", 0.6, "step 90", "collapses"),
+])
+def test_schedule_bugs_are_named_at_their_step(tmp_path, bug, mode, confidence, step, says):
+    r = log_metrics(schedule_run(tmp_path, bug))
+    found = lr_findings(r)
+    assert [f.failure_mode for f in found] == [mode], r.text()
+    f = found[0]
+    assert f.confidence == confidence and says in f.summary, r.text()
+    loss = series(r, "loss")
+    if loss.nonfinite:  # the NaN is blamed on the schedule: LR at the NaN step against the configured peak
+        assert f.location == f"step {loss.first_nonfinite_step}"
+        ev = {e.what: e.value for e in f.evidence}
+        assert ev[f"lr at step {loss.first_nonfinite_step}"] > 1.5 * ev["configured learning_rate"]
+        assert any(f.failure_mode == "nan_inf" for f in r.findings)
+    else:
+        assert f.location == step
+    assert len(r.model_dump_json()) + len(r.text()) <= 4000
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["with_config", "log_only"])
+def test_a_healthy_warmup_still_in_progress_gives_no_lr_finding_at_half(tmp_path, header):
+    r = log_metrics(schedule_run(tmp_path, "warmup_in_progress", header))
+    lr = series(r, "lr")
+    assert lr.trend == "increasing" and series(r, "loss").trend == "decreasing"
+    assert all(f.confidence < 0.5 for f in lr_findings(r)), r.text()
+    assert not lr_findings(r) if header else True  # the header says warmup_iters=200: nothing to say at all
+
+
+def test_a_healthy_schedule_gives_no_lr_finding(tmp_path):
+    r = log_metrics(schedule_run(tmp_path, "healthy"))
+    assert lr_findings(r) == [] and [f.failure_mode for f in r.findings] == ["healthy"], r.text()
+
+
+def test_the_configured_lr_is_the_last_one_the_log_states(tmp_path):
+    p = write(tmp_path / "t.log", "learning_rate = 1e-3 # default\nOverriding: learning_rate = 6e-4\n"
+              + "".join(f"iter {i}: loss {3 - i / 100:.3f}, lr {2e-3:.1e}\n" for i in range(0, 200, 10)))
+    r = log_metrics(p)
+    f = lr_findings(r)[0]
+    assert "configured learning_rate=0.0006" in f.summary and "3.3x" in f.summary

@@ -19,7 +19,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from tools import logfields
+from tools import lr_schedule, logfields
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
@@ -579,12 +579,13 @@ class _Parser:
             self.sink(key, steps, vals)
 
     def config_values(self) -> dict[str, str]:
-        """`key -> value` as the log's header or config dump states it (lines seen once: call after `finish`)."""
+        """`key -> value` as the log's header or config dump states it (lines seen once: call after `finish`);
+        the last statement wins (nanoGPT prints its config file, then `Overriding: learning_rate = ...`)."""
         out: dict[str, str] = {}
         for pairs, step_i, _s, _st in self.held.values():
             for i, (k, v) in enumerate(pairs):
                 if i != step_i:
-                    out.setdefault(k, v)
+                    out[k] = v
         return out
 
     def _learn(self, src: str, pairs: list[tuple[str, str]]) -> None:
@@ -1235,7 +1236,19 @@ def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsRepo
                               not_found=not_found, notes=notes)
     if loss:
         report.shape, report.findings = classify(loss, val, Path(path).name)
+    lrs = [s for s in chosen if logfields.kind(s.name) == "lr" and s.count]
+    if lrs:  # the schedule the run used, against what its header configures
+        lr = max(lrs, key=lambda s: s.count)
+        nan_step = _float(loss.first_nonfinite_step) if loss is not None and loss.nonfinite else None
+        report.findings += lr_schedule.schedule_findings(
+            _curve(lr), _curve(loss) if loss else None, nan_step if nan_step == nan_step else None, report.shape,
+            lr_schedule.Config.from_log(parser.config_values(), step_source))
     return report
+
+
+def _curve(s: "_Series") -> lr_schedule.Curve:
+    steps, mean = s.curve()
+    return lr_schedule.Curve(s.name, steps, mean, s.b_min, s.b_max)
 
 
 # --------------------------------------------------------------------------- curve shapes
@@ -1264,7 +1277,7 @@ def _smooth(y: list[float]) -> list[float]:
 
 def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, list[Finding]]:
     """Shape of the training loss curve and the findings it implies (thresholds from the loss-curve-reading skill)."""
-    src = f"log_metrics {src_name}, series {loss.name}"
+    src = f"series {loss.name}"
     steps, y = loss.curve()
     ev_base = [Evidence(what=f"{loss.name} first", value=loss.first, source=f"{src} step {_step_out(loss.first_step)}"),
                Evidence(what=f"{loss.name} last", value=loss.last, source=f"{src} step {_step_out(loss.last_step)}")]
