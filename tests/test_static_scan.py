@@ -776,6 +776,71 @@ def test_lightning_autoencoder_whose_decoder_ends_in_sigmoid_fed_to_bce_with_log
     assert scan(code.replace(", nn.Sigmoid())", ")")) == []
 
 
+MEGATRON_STYLE = """
+import math, torch
+
+def main(args):
+    model = build_model(args)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: cosine_with_warmup(it, args.train_iters))
+    iteration, micro_step = 0, 0
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    while iteration < args.train_iters:
+        tokens, labels = get_batch(train_iterator)
+        loss = forward_step(model, tokens, labels)
+        (loss / args.num_micro_batches).backward()
+        micro_step += 1
+        if micro_step % args.num_micro_batches != 0:
+            continue
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        iteration += 1
+"""
+
+
+def test_scheduler_stepped_on_every_micro_batch_before_a_continue_guard_runs_k_times_too_fast():
+    code = inject(MEGATRON_STYLE, "        optimizer.step()\n        scheduler.step()\n", "        optimizer.step()\n")
+    code = inject(code, "        micro_step += 1\n", "        scheduler.step()\n        micro_step += 1\n")
+    (hit,) = hits_of(code, "scheduler_stepped_per_micro_batch")
+    assert hit.failure_mode == "lr_too_low" and hit.confidence >= 0.6  # sized in train_iters: optimizer steps
+    assert hit.line == line_of(code, "        scheduler.step()") and "args.num_micro_batches" in hit.why
+    assert hits_of(code, "scheduler_step_before_optimizer_step") == []  # the specific finding says it better
+    assert scan(MEGATRON_STYLE) == []
+
+
+def test_optimizer_step_on_every_micro_batch_with_zero_grad_only_at_the_boundary():
+    code = inject(MEGATRON_STYLE, "        (loss / args.num_micro_batches).backward()\n",
+                  "        (loss / args.num_micro_batches).backward()\n        optimizer.step()\n")
+    code = inject(code, "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)\n        optimizer.step()\n",
+                  "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)\n")
+    (hit,) = hits_of(code, "step_every_micro_batch")
+    assert hit.failure_mode == "missing_zero_grad" and hit.line == line_of(code, "        optimizer.step()")
+    assert f"optimizer.zero_grad(set_to_none=True) at line {line_of(code, 'optimizer.zero_grad', 1)}" in hit.why
+    flat = inject(fixture("correct_grad_accumulation.py"), "        scaler.scale(loss).backward()\n",
+                  "        scaler.scale(loss).backward()\n        scaler.step(optimizer)\n")
+    flat = inject(flat, "            scaler.step(optimizer)\n            scaler.update()\n", "            scaler.update()\n")
+    assert [h.line for h in hits_of(flat, "step_every_micro_batch")] == [line_of(flat, "scaler.step(optimizer)")]
+
+
+def test_a_schedule_sized_in_micro_batches_may_be_stepped_on_every_micro_batch():
+    assert scan("""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+    scheduler = get_linear_schedule_with_warmup(optimizer, 100, num_training_steps=len(train_loader) * epochs)
+    for epoch in range(epochs):
+        for step, (x, y) in enumerate(train_loader):
+            loss = F.cross_entropy(model(x), y) / accum_steps
+            loss.backward()
+            scheduler.step()
+            if (step + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """) == []
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 
@@ -975,7 +1040,8 @@ def test_every_loop_rule_of_issue_14_carries_its_own_avoid_and_reaches_the_findi
     loop_rules = [r for r in RULES if r.startswith("discarded_")] + [
         "zero_grad_between_backward_and_step", "scheduler_step_before_optimizer_step",
         "epoch_schedule_stepped_per_batch", "accumulation_loss_not_divided", "zero_grad_inside_accumulation",
-        "targets_are_unshifted_inputs"]
+        "targets_are_unshifted_inputs", "kl_subtracted_from_loss", "step_every_micro_batch",
+        "scheduler_stepped_per_micro_batch"]
     for rule_id in loop_rules:
         assert RULES[rule_id].avoid and RULES[rule_id].avoid != FAILURE_MODES[RULES[rule_id].failure_mode][1], rule_id
     assert RULES["zero_grad_between_backward_and_step"].failure_mode == "missing_zero_grad"

@@ -148,6 +148,21 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "reconstruction - KL maximises the KL (mu and log-variance run off and the loss goes to -inf)",
          "add it: loss = recon + kld (with a weight if you mean one: recon + beta * kld)",
          "Do not clamp the log-variance or lower the LR to stop the blow-up; fix the sign of the KL term."),
+    # missing_zero_grad in its plainest form: the gradients are not cleared between two optimizer steps.
+    Rule("step_every_micro_batch", "missing_zero_grad", 0.75,
+         "optimizer.step() runs on every micro-batch but zero_grad() only every k micro-batches, so each step "
+         "re-applies the gradients of the earlier micro-batches in the window: the parameters move far further than "
+         "intended (and any clipping inside the accumulation block is skipped by most steps)",
+         "move optimizer.step() (with the clipping) into the accumulation block, next to zero_grad()",
+         "Do not lower the learning rate to tame the blow-up; step once per accumulation window."),
+    # The schedule runs k times too fast: for the usual warmup + decay the warmup is over after 1/k of its
+    # steps and the LR reaches its floor 1/k of the way into training -> lr_too_low for most of the run.
+    Rule("scheduler_stepped_per_micro_batch", "lr_too_low", 0.6,
+         "scheduler.step() runs on every micro-batch while optimizer.step() runs once per k, so a schedule sized in "
+         "optimizer steps advances k times too fast: warmup ends early and the LR decays to its floor a k-th of the "
+         "way into training",
+         "step the scheduler inside the accumulation block, right after optimizer.step()",
+         "Do not stretch the schedule or raise the base LR to compensate; step it once per optimizer step."),
     # A discarded out-of-place op: the statement computes a new tensor and drops it, so the tensor the
     # code goes on using is the unchanged one. The failure mode is what that unchanged tensor causes:
     Rule("discarded_causal_mask", "data_leakage", 0.85,  # every position sees the future tokens
@@ -1401,7 +1416,9 @@ def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
         if not sched or not steps:
             continue
         s, o = sched[0], steps[0]
-        if s.lineno < o.lineno and not _exclusive(f, s, o) and not _guarded_first_pass(f, s, loop):
+        per_micro_batch = all(_mod_guard(f, st, loop) is not None for st in steps if _is_optimizer_step(st)) and \
+            _mod_guard(f, s, loop) is None  # said better by scheduler_stepped_per_micro_batch
+        if s.lineno < o.lineno and not _exclusive(f, s, o) and not _guarded_first_pass(f, s, loop) and not per_micro_batch:
             why = (f"{_src(s)} at line {s.lineno} runs before {_src(o)} at line {o.lineno} in this loop, so the "
                    "schedule is one step ahead: each update uses the next step's learning rate (PyTorch warns: "
                    "'Detected call of lr_scheduler.step() before optimizer.step()')")
@@ -1431,13 +1448,29 @@ ADAPTIVE = {"Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam"
 ACCUM_WORDS = ("accum", "micro", "grad_acc", "gradient_acc")
 
 
+def _has_mod(test: ast.AST) -> bool:
+    return any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(test))
+
+
 def _mod_guard(f: ParsedFile, node: ast.AST, stop: ast.AST) -> ast.If | None:
-    """The `if step % k == 0:` that `node` sits under (inside `stop`), if any."""
+    """The `if step % k == 0:` that `node` sits under (inside `stop`), or an earlier
+    `if step % k != 0: continue` in an enclosing block that lets it run only every k-th pass."""
     up = f.parent.get(node)
     while up is not None and up is not stop:
-        if isinstance(up, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(up.test)):
+        if isinstance(up, ast.If) and _has_mod(up.test):
             return up
         up = f.parent.get(up)
+    n = node
+    while n is not None and n is not stop:
+        found = _block_of(f, n)
+        if found is None:
+            break
+        stmt, block = found
+        for prev in block[:block.index(stmt)]:
+            if isinstance(prev, ast.If) and _has_mod(prev.test) and not prev.orelse and prev.body \
+                    and isinstance(prev.body[-1], ast.Continue):
+                return prev
+        n = f.parent.get(stmt)
     return None
 
 
@@ -1536,7 +1569,7 @@ def rule_gradient_accumulation(f: ParsedFile) -> list[Hit]:
         where = "the micro-batch loop" if micro is not None else f"`{_src(_mod_guard(f, step, loop).test)}`"
         # zero_grad on every micro-batch: inside the micro loop, or unconditional in a flat loop
         zeros = [z for z in _in_scope(micro if micro is not None else loop) if _is_zeroing(z)
-                 and (micro is not None or not f.under_if(z, loop))]
+                 and (micro is not None or (not f.under_if(z, loop) and _mod_guard(f, z, loop) is None))]
         zeros = [z for z in zeros if not _method_call(z, "zero_grad") or _zeroes_for(z, _stepped_optimizer(step))]
         if zeros:
             z = min(zeros, key=lambda n: n.lineno)
@@ -1559,6 +1592,53 @@ def rule_gradient_accumulation(f: ParsedFile) -> list[Hit]:
         elif kind == "unknown":
             said["confidence"] = 0.45
         hits.append((back, "accumulation_loss_not_divided", said))
+    return hits
+
+
+def rule_accumulation_step_placement(f: ParsedFile) -> list[Hit]:
+    """Steps that belong inside the `% k` accumulation block but run on every micro-batch."""
+    hits = []
+    for loop, _ in f.training_loops():
+        own = list(_in_scope(loop))
+        if "accumulate(" in _src(loop) or "accelerator." in _src(loop):
+            continue  # accelerate skips the optimizer and scheduler steps between sync points itself
+        steps = sorted((n for n in own if _is_optimizer_step(n)), key=lambda n: n.lineno)
+        backs = [n for n in own if _is_backward(n) and _mod_guard(f, n, loop) is None]
+        if not steps or not backs:
+            continue
+        misplaced = False
+        for st in (st for st in steps if _mod_guard(f, st, loop) is None and not f.under_if(st, loop)):
+            zeros = [z for z in own if _method_call(z, "zero_grad") and _zeroes_for(z, _stepped_optimizer(st))]
+            guards = [_mod_guard(f, z, loop) for z in zeros]
+            if zeros and all(g is not None for g in guards):  # this optimizer steps every pass, is zeroed every k-th
+                g = guards[0]
+                why = (f"{_src(st)} at line {st.lineno} runs on every micro-batch, but {_src(zeros[0])} at line "
+                       f"{zeros[0].lineno} only once per {_mod_count(g)} (`{_src(g.test)}`): between two zero_grad() "
+                       f"calls the optimizer steps {_mod_count(g)} times on ever larger sums of the same gradients")
+                hits.append((st, "step_every_micro_batch", {"why": why}))
+                misplaced = True
+        if misplaced:
+            continue
+        if not all(_mod_guard(f, st, loop) is not None for st in steps):
+            continue
+        guard = _mod_guard(f, steps[0], loop)
+        k = _mod_count(guard)
+        for sch in (n for n in own if _is_scheduler_step(f, n) and _mod_guard(f, n, loop) is None
+                    and not f.under_if(n, loop)):
+            ctor = _scheduler_ctor(f, sch.func.value) or next(
+                (v for table in f.assigned.values() for v in table.get(_src(sch.func.value), []) if isinstance(v, ast.Call)), None)
+            args = [*ctor.args, *(kw.value for kw in ctor.keywords)] if ctor is not None else []
+            names = {n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)}  # and one level of their values
+            low = " ".join([_src(a) for a in args] + [_src(v) for table in f.assigned.values()
+                                                     for name in names for v in table.get(name, [])]).lower()
+            if any(w in low for w in ACCUM_WORDS) and "//" not in low and "/" not in low or \
+                    "len(" in low and not any(w in low for w in ACCUM_WORDS):
+                continue  # sized in micro-batches (len(loader) * epochs, steps * accum): stepping per micro-batch is right
+            sized_in_updates = any(w in low for w in ACCUM_WORDS) or any(w in low for w in ("iters", "updates", "optimizer_steps"))
+            why = (f"{_src(sch)} at line {sch.lineno} runs on every micro-batch, but {_src(steps[0])} at line "
+                   f"{steps[0].lineno} only once per {k} (`{_src(guard.test)}`): the schedule advances {k} times per "
+                   "optimizer step, so warmup ends early and the LR decays to its floor long before training ends")
+            hits.append((sch, "scheduler_stepped_per_micro_batch", {"why": why, **({} if sized_in_updates else {"confidence": 0.5})}))
     return hits
 
 
@@ -1733,7 +1813,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign]
+                  rule_kl_sign, rule_accumulation_step_placement]
 
 
 # ---------------------------------------------------------------------------------------------
