@@ -274,7 +274,7 @@ class Trainer:
 
 
 def setup(args, n_train=2400, n_eval=600):
-    """Model (with its optimizer) first, then the data decides the label count."""
+    """Model, optimizer and datasets for this run."""
     model = freeze_backbone(ShapeClassifier(num_labels=PRETRAIN_NUM_LABELS))
     optimizer = build_optimizer(model, args)
     train_ds, eval_ds = ShapesDataset(n_train, seed=1), ShapesDataset(n_eval, seed=2)
