@@ -162,3 +162,23 @@ def test_the_demo_triages_the_bundled_run_end_to_end():
     for call in ("tail_log(", "log_metrics(", "triage(", "write_regression_test(", "compare_runs(", "journal_append("):
         assert call in r.stdout
     assert "top finding: nan_inf" in r.stdout and "demo succeeded" in r.stdout
+
+
+def test_weak_hypotheses_alone_do_not_make_a_diagnosis():
+    from tools.report import Report
+
+    async def weak(timeout, progress):
+        return Report(findings=[Finding(failure_mode="slow_throughput", confidence=0.3, summary="item() per step"),
+                                Finding(failure_mode="lr_too_high", confidence=0.35, summary="ratio at one step")])
+
+    rep = run(lambda: triage([("static_scan", weak, 5.0)], budget_s=60.0))
+    assert rep.healthy and rep.findings[0].failure_mode == "healthy"
+    assert [f.failure_mode for f in rep.findings[1:]] == ["lr_too_high", "slow_throughput"]
+
+
+def test_a_budget_too_small_for_any_step_says_nothing_was_checked():
+    async def never(timeout, progress):
+        raise AssertionError("must not run")
+
+    rep = run(lambda: triage([("nan_hook_run", never, 60.0)], budget_s=1.0))
+    assert rep.findings[0].confidence == 0.0 and "nothing was checked" in rep.findings[0].summary

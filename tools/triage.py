@@ -18,6 +18,8 @@ from tools.errors import TriageError
 from tools.report import Evidence, Finding, Report
 
 DECISIVE = 0.8
+# the confidence from which a finding is a verdict an agent may act on; below it, a hypothesis to confirm
+VERDICT = 0.5
 # A short run, not one step: update ratios mean nothing at Adam's first step (see probes.STEADY_STEP).
 GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
@@ -205,7 +207,10 @@ async def triage(
     if on_progress:
         await on_progress(len(steps), len(steps), "triage: done")
     findings = merge_findings(found)
-    healthy = not findings or findings[0].failure_mode == "healthy"
+    # below 0.5 a finding is a hypothesis to confirm, not a verdict: with nothing stronger, the run is
+    # called healthy and the weak hypotheses follow it
+    weak = [f for f in findings if f.failure_mode != "healthy" and f.confidence < VERDICT]
+    healthy = not findings or findings[0].failure_mode == "healthy" or len(weak) == len(findings)
     if healthy:
         checked = [s.name for s in ran if s.status == "ok"]
         probes_ok = [n for n in checked if n.split(":")[0] not in READ_ONLY]
@@ -215,11 +220,13 @@ async def triage(
                                 evidence=[Evidence(what="steps that ran clean", value=0, source="triage")],
                                 fix="Raise budget_s or fix the errors the steps report, then triage again")]
         else:
-            findings = [Finding(failure_mode="healthy", confidence=0.7 if len(probes_ok) >= 3 else 0.4,
-                                summary=f"no failure found by {', '.join(checked)}",
+            findings = [Finding(failure_mode="healthy",
+                                confidence=(0.7 if len(probes_ok) >= 3 else 0.4) - (0.1 if weak else 0.0),
+                                summary=f"no failure found by {', '.join(checked)}"
+                                        + (f"; {len(weak)} weak hypotheses below {VERDICT} follow" if weak else ""),
                                 evidence=[Evidence(what="steps that ran clean", value=len(checked), source="triage")],
                                 fix="Nothing to fix by these checks; if the run still disappoints, read the curve "
-                                    "(log_metrics with plot=True) and compare against a baseline run.")]
+                                    "(log_metrics with plot=True) and compare against a baseline run.")] + weak
     return TriageReport(findings=findings, healthy=healthy, decisive_step=decisive, steps=ran,
                         next_steps=next_steps(findings, frozenset(s.name for s in ran if s.status == "ok"))
                         if next_steps else [], budget_s=budget_s,

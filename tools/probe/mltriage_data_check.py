@@ -171,7 +171,9 @@ def run(job):
     dn = eval_mode_modules(model)
     report["model_training"] = model.training
     report["eval_mode_modules"] = dn[:20]
-    if label is not None:
+    if label is not None and not any(p != label for p, _ in T.flatten(batches[0])):
+        report["alignment"] = {"skipped": "the loss target is the input itself (an autoencoder): no labels to permute"}
+    elif label is not None:
         try:
             report["alignment"] = alignment(target, model, batches, label, int(a.get("align_steps", 40)))
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run

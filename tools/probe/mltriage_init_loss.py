@@ -88,7 +88,9 @@ def run(job):
     out = outs[0].detach() if outs and outs[0] is not None else None
     ce_input = spy.input if spy.name in CE else None
     logits = ce_input if ce_input is not None else out
-    parts = [torch.stack(losses)] + [r[4] for r in rec.records]
+    per_el = spy.per_element()
+    parts = [torch.stack(losses), per_el if per_el is not None else torch.full((), float("nan"))] \
+        + [r[4] for r in rec.records]
     if logits is not None:
         lf = logits.float()
         flat = lf.reshape(lf.shape[0], -1) if lf.dim() > 1 else lf.reshape(-1, 1)
@@ -99,9 +101,9 @@ def run(job):
                                   is_prob.float()]))
     vals = T.to_floats(*parts)  # one synchronisation
     nb = len(losses)
-    loss_vals = vals[:nb]
-    acts = T.decode_acts(rec.records, vals[nb:nb + 7 * len(rec.records)])
-    o = nb + 7 * len(rec.records)
+    loss_vals, spy_loss = vals[:nb], vals[nb]
+    acts = T.decode_acts(rec.records, vals[nb + 1:nb + 1 + 7 * len(rec.records)])
+    o = nb + 1 + 7 * len(rec.records)
     out_stats = None
     if logits is not None:
         std, mean, absmax, spread, is_prob = vals[o:o + 5]
@@ -109,9 +111,14 @@ def run(job):
                      "is_probability": is_prob > 0.5, "shape": list(logits.shape)}
     finite = [v for v in loss_vals if math.isfinite(v)]
     loss = sum(finite) / len(finite) if finite else float("nan")
+    total = loss
+    # compare like with like: the standard loss term per element, not a sum over features (reduction="sum")
+    # or a total that adds a KL/regulariser term
+    if spy.reduction in ("sum", "none") or (math.isfinite(spy_loss) and abs(spy_loss - loss) > 1e-3 * (1 + abs(loss))):
+        loss = spy_loss if math.isfinite(spy_loss) else loss
     out_width = out.shape[-1] if out is not None and out.dim() >= 2 else None
     expected, derivation = expected_loss(spy, target, out_width)
-    report = {"loss": loss, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
+    report = {"loss": loss, "total_loss": total, "loss_reduction": spy.reduction, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
               "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training,
               "eval_mode_modules": eval_mode_modules(model)}
@@ -124,6 +131,8 @@ def random_input_test(target, model, batches, spy, steps):
     label = T.label_slot(batches[0], spy)
     if label is None:
         return {"skipped": "could not tell the labels from the inputs in the batch"}
+    if not any(p != label for p, _ in T.flatten(batches[0])):
+        return {"skipped": "the loss target is the input itself (an autoencoder): no separate input to randomise"}
     try:
         m = copy.deepcopy(model)
         m.train(model.training)

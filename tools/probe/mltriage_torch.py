@@ -399,6 +399,8 @@ class LossSpy(TorchFunctionMode):
         super().__init__()
         self.name = self.input = self.target = None
         self.shapes = None
+        self.value = None        # what that loss call returned
+        self.reduction = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -409,7 +411,25 @@ class LossSpy(TorchFunctionMode):
             if len(ts) >= 2:
                 self.name, self.input, self.target = name, ts[0].detach(), ts[1].detach()
                 self.shapes = [list(ts[0].shape), list(ts[1].shape)]
+                self.reduction = kwargs.get("reduction", "mean")
+                out = func(*args, **kwargs)
+                if isinstance(out, torch.Tensor):
+                    self.value = out.detach()
+                return out
         return func(*args, **kwargs)
+
+    def per_element(self):
+        """The loss call's value per element (a 0-dim tensor), whatever its reduction; None if unknown."""
+        if self.value is None or self.input is None:
+            return None
+        v = self.value.float()
+        if self.reduction == "mean":
+            return v.reshape(())
+        if self.name in ("cross_entropy", "nll_loss") and self.input.dim() >= 2:
+            n = self.input.numel() // max(1, self.input.shape[1])
+        else:
+            n = self.target.numel()
+        return v.sum() / max(1, n)
 
 
 def label_slot(batch, spy: "LossSpy | None" = None):
