@@ -37,13 +37,16 @@ async def triage(
     budget_s: Annotated[float, Field(gt=0, le=3600, description="wall-clock budget for all steps together")] = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, TriageReport]:
-    """Walk the whole triage decision tree in one call and get ranked, evidenced hypotheses. Runs what the inputs allow,
-    in order: static_scan, the log (tail_log, log_metrics), nan_hook_run, init_loss_check, overfit_test,
-    grad_norm_snapshot, data_check — stopping the probes early once one finding is decisive (>= 80%). Returns findings
-    ranked by confidence (failure_mode, confidence, summary, evidence, fix, avoid, location; `healthy` on top when nothing
-    is wrong), the steps it ran with timings, and next_steps. Start here when you have a target factory, a training
-    command or a log; then confirm the top finding with the tool named in next_steps, fix it, and call journal_append
-    and write_regression_test."""
+    """Walk the whole triage decision tree in one call and get ranked, evidenced hypotheses. Give it everything you
+    have: the target factory AND the user's training command (both run: the factory probes measure model, data and
+    loss; the script, run for a bounded number of steps under the instruments, shows bugs that live in the loop),
+    plus the log. Cheap checks always run (static_scan, the log, init_loss_check with the model's train/eval mode,
+    a 12-step grad_norm_snapshot, sequence_check, schedule_check on an LR-schedule function in the sources). A
+    measured finding >= 0.8 ends the costly probes (nan_hook_run, overfit_test, data_check); a static or log finding
+    >= 0.8 is a hypothesis, so only the probe that confirms it still runs. Returns findings ranked by confidence
+    (failure_mode, confidence, summary, evidence, fix, avoid, location); `healthy` on top when nothing reaches 0.5
+    (weaker hypotheses follow it), the steps with timings, and next_steps. Then write the suggested regression
+    test BEFORE fixing (it must fail), fix, re-run it, compare_runs, journal_append."""
     w = ws()
     log_file = w.existing_file(log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)
