@@ -22,10 +22,12 @@ def tail_log(
     """Start here: the last lines of a training log, read from the end (fast on any size), with typed `events`.
 
     Events: traceback (one per crash, with exception type, message and innermost frame), nan_inf, oom, nccl,
-    killed, segfault, warning, each with its line. Also `last_step` seen and `stale_s` (seconds since the
-    file was written: large with no error means the run may be hung -> process_check). Findings map the events
-    to failure modes. Next: a traceback -> open its frame; NaN/Inf or a curve question -> log_metrics;
-    OOM -> gpu_status; stale -> process_check(stack=True). Use lines=200 to see a whole traceback."""
+    killed, segfault, warning, each with its line. Also `last_step` seen, `stale_s` (seconds since the file was
+    written) and `run_state`: active, crashed (ends in a traceback/kill/segfault), ended (quiet and no process
+    writes it: the run finished, not a hang), stalled (quiet while a live process still holds it open for
+    writing: a hang candidate, with `writers`). Findings map the events to failure modes. Next: a traceback ->
+    open its frame; NaN/Inf or a curve question -> log_metrics; OOM -> gpu_status; stalled ->
+    process_check(pid=..., stack=True). Use lines=200 to see a whole traceback."""
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
@@ -36,13 +38,17 @@ async def log_metrics(
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Parse every metric series in a training log and classify the loss curve's shape.
+    """Parse every metric series in a training log and classify the loss curve's shape and the LR schedule.
 
-    Understands `key value`, `key=value`, `key: value`, `|`-separated, JSON lines, CSV with a header, HF Trainer
-    dict lines and tqdm/Lightning postfixes; steps from step/iter/global_step/epoch, else line order. Per series:
-    count, first, last, min, max, non-finite count and first non-finite step, smoothed last, trend. `shape` is
-    one of decreasing, plateau, slow_burn, hockey_stick, oscillating, spike_and_recover, nan_death,
-    spike_then_nan, diverging, train_val_divergence, and `findings` name the failure mode with the numbers.
+    Reads logs as frameworks print them (nanoGPT, HF Trainer lines and trainer_state.json, Lightning bars and
+    metrics.csv, torchtitan, Megatron-LM, timm, fairseq, Keras, logging/print lines, JSON lines, CSV): steps from
+    the line's own iter/step/iteration/epoch field, train and validation series apart (`loss_series`,
+    `val_series`), header/config numbers not series. Per series: kind (loss, lr, grad_norm, throughput, memory,
+    metric), count, first, last, min, max, non-finite count and first non-finite step, smoothed last, trend;
+    at most 8 shown, the rest named in `other_series` (ask with `names`). `shape` is one of decreasing,
+    converged, plateau, slow_burn, hockey_stick, oscillating, spike_and_recover, nan_death, spike_then_nan,
+    diverging, train_val_divergence. `findings` name the failure mode with the numbers; LR findings from the
+    curve shape alone stay below 0.5, those from the LR series against the configured LR/warmup name the step.
     A shape picks the branch of the triage tree; it does not locate the bug: confirm with the probe the finding
     names (nan_hook_run, grad_norm_snapshot, overfit_test, init_loss_check). Streams: fine on multi-GB logs."""
     file = ws().existing_file(path)

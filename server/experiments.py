@@ -37,16 +37,24 @@ def _split_target(spec: str) -> tuple[str, str]:
 def compare_runs(
     before: Annotated[str, Field(description="log of the run before the fix, relative to the workspace")],
     after: Annotated[str, Field(description="log of the re-run after the fix")],
-    metric: Annotated[str, Field(description="series to compare, as log_metrics names it (loss, val_loss, acc, ...)")] = "loss",
+    metric: Annotated[str | None, Field(description="series to compare, as log_metrics names it (loss, val_loss, acc, ...); "
+                                                    "'val' = each log's validation loss; default: the training loss, or the "
+                                                    "validation loss when failure_mode is data_leakage/overfitting")] = None,
     plot: Annotated[bool, Field(description="attach a PNG overlay of both curves")] = False,
+    failure_mode: Annotated[str | None, Field(description="what the fix was for (a failure-mode id, or 'plateau'): "
+                                                          "data_leakage/overfitting are judged on held-out data, the rest on "
+                                                          "the training loss")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
-    """Validate a fix: compare one metric of two logs aligned by step and get a verdict improved / no_change / worse.
+    """Validate a fix: compare one metric of two logs aligned by their own step numbers and get a verdict
+    improved / no_change / worse.
 
-    Returns final and best values, steps to reach the before-run's best, curve shapes, non-finite counts and the
-    evidence behind the verdict. Call it after a short re-run of the fixed script; 'no_change' means the fix did
-    not touch the symptom -- go back to the probes instead of tuning hyperparameters.
+    Pass failure_mode: a leakage or overfitting fix raises the training loss by design and is judged on the
+    validation loss (the report says so); the rest are judged on the training loss. Returns final and best values,
+    steps to reach the before-run's best, curve shapes, non-finite counts and the evidence behind the verdict.
+    Call it after a short re-run of the fixed script; 'no_change' means the fix did not touch the symptom -- go
+    back to the probes instead of tuning hyperparameters.
     """
-    report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot)
+    report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 
 

@@ -1,6 +1,7 @@
 """compare_runs: a fixed example against its broken twin, run for real, reads as improved; bad input is a clear error."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,105 @@ def test_the_same_file_twice_is_refused(tmp_path):
     p.write_text("step 1 loss 1.0\n")
     with pytest.raises(TriageError, match="same file"):
         compare_runs(p, p)
+
+
+# ------------------------------------------------------------------ held-out fixes, validation series, parsed steps
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+def heldout(tmp_path: Path, mode: str) -> Path:
+    """tests/fixtures/logs/heldout_run.py: a real run logging train_loss and val_loss."""
+    out = subprocess.run([sys.executable, str(LOGS / "heldout_run.py"), mode], capture_output=True, text=True,
+                         check=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout
+    p = tmp_path / f"{mode}.log"
+    p.write_text(out)
+    return p
+
+
+def test_a_leakage_fix_is_judged_on_held_out_data_and_its_rising_train_loss_is_explained(tmp_path):
+    before, after = heldout(tmp_path, "leak"), heldout(tmp_path, "leak_fixed")
+    r, _ = compare_runs(before, after, failure_mode="data_leakage")
+    assert (r.judged, r.metric, r.verdict) == ("held_out", "val_loss", "improved"), r.text()
+    b, a = r.train_loss_tail
+    assert a > 10 * b  # the model can no longer read the label: its training loss goes up, by design
+    assert any("expected effect of removing a leak" in n for n in r.notes)
+    assert r.findings[0].failure_mode == "healthy" and "training loss rose" in r.findings[0].summary
+    assert len(r.model_dump_json()) + len(r.text()) <= 4000
+
+    plain, _ = compare_runs(before, after)  # judged on the training loss, the same fix reads as worse: say why
+    assert (plain.judged, plain.verdict) == ("train", "worse")
+    assert any("failure_mode='data_leakage'" in n for n in plain.notes)
+
+
+def test_an_overfitting_fix_is_judged_on_validation(tmp_path):
+    before, after = heldout(tmp_path, "overfit"), heldout(tmp_path, "overfit_fixed")
+    r, _ = compare_runs(before, after, failure_mode="overfitting")
+    assert (r.judged, r.verdict) == ("held_out", "improved") and r.train_loss_tail[1] > r.train_loss_tail[0]
+    assert any("regularising" in n for n in r.notes)
+    flipped, _ = compare_runs(after, before, metric="val")  # the `val` alias: each log's validation loss
+    assert (flipped.metric, flipped.verdict) == ("val_loss", "worse")
+
+
+def nanogpt_rerun(tmp_path: Path, every: int, scale: float) -> Path:
+    """The nanoGPT fixture as a re-run that logs every `every`-th iteration line, losses scaled: same steps,
+    different line positions."""
+    out = []
+    for ln in (LOGS / "nanogpt_shakespeare_char.log").read_text().splitlines():
+        if m := re.fullmatch(r"iter (\d+): loss (\S+)(, .*)", ln):
+            if int(m[1]) % (10 * every) == 0:
+                out.append(f"iter {m[1]}: loss {float(m[2]) * scale:.4f}{m[3]}")
+        elif m := re.fullmatch(r"step (\d+): train loss (\S+), val loss (\S+)", ln):
+            out.append(f"step {m[1]}: train loss {float(m[2]) * scale:.4f}, val loss {float(m[3]) * scale:.4f}")
+        else:
+            out.append(ln)
+    p = tmp_path / f"rerun_{every}.log"
+    p.write_text("\n".join(out) + "\n")
+    return p
+
+
+def test_nanogpt_runs_align_by_their_iterations_and_compare_val_loss(tmp_path):
+    """Issue #13: compare_runs(metric="val_loss") failed on nanoGPT logs (no val series; steps from line order)."""
+    before = LOGS / "nanogpt_shakespeare_char.log"
+    after = nanogpt_rerun(tmp_path, every=2, scale=0.9)
+    r, _ = compare_runs(before, after, metric="val_loss")
+    assert (r.aligned_by, r.common_steps, r.verdict, r.window) == ("step", 9, "improved", (2000.0, 2000.0)), r.text()
+    r, _ = compare_runs(before, after)  # the training loss: only the iterations both logged, matched by number
+    assert (r.aligned_by, r.common_steps, r.verdict) == ("step", 101, "improved") and r.window[-1] == 2000.0
+    assert r.before.last_step == r.after.last_step == 2000.0
+
+
+def test_a_nan_fix_is_judged_on_the_training_loss(tmp_path):
+    r, _ = compare_runs(LOGS / "nanogpt_nan.log", LOGS / "nanogpt_shakespeare_char.log", failure_mode="nan_inf")
+    assert (r.judged, r.metric, r.verdict) == ("train", "loss", "improved") and r.before.first_nonfinite_step == 170
+
+
+def test_the_training_loss_is_found_whatever_the_log_calls_it():
+    r, _ = compare_runs(LOGS / "megatron.log", LOGS / "torchtitan.log", failure_mode="plateau")
+    assert r.metric == "lm_loss / loss" and r.judged == "train"
+
+
+def test_an_unknown_failure_mode_is_a_clear_error(tmp_path):
+    with pytest.raises(TriageError, match="unknown failure_mode 'leak'"):
+        compare_runs(LOGS / "keras2.log", LOGS / "keras3.log", failure_mode="leak")
+
+
+def test_compare_runs_over_mcp_takes_the_failure_mode_and_stays_compact(tmp_path, workspace):
+    import json as _json
+
+    from conftest import inprocess_client, run, text_of
+
+    (workspace / "before.log").write_text((LOGS / "nanogpt_shakespeare_char.log").read_text())
+    nanogpt_rerun(workspace, every=1, scale=0.9).rename(workspace / "after.log")
+
+    async def body():
+        async with inprocess_client(workspace) as c:
+            r = await c.call_tool("compare_runs", {"before": "before.log", "after": "after.log", "failure_mode": "overfitting"})
+            assert not r.is_error, text_of(r)
+            got = r.structured_content
+            assert (got["judged"], got["metric"], got["verdict"], got["aligned_by"]) == ("held_out", "val_loss", "improved", "step")
+            assert len(text_of(r)) + len(_json.dumps(got)) <= 4000
+            bad = await c.call_tool("compare_runs", {"before": "before.log", "after": "after.log", "failure_mode": "leak"})
+            assert bad.is_error and "unknown failure_mode" in text_of(bad)
+
+    run(body)

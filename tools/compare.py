@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools import logs
+from tools import logfields, logs
 from tools.errors import TriageError
+from tools.failure_modes import FAILURE_MODES
 from tools.report import Evidence, Finding, Num, Report
 
 Verdict = Literal["improved", "no_change", "worse"]
@@ -75,10 +76,14 @@ class Milestone(BaseModel):
 
 class CompareReport(Report):
     model_config = ConfigDict(validate_assignment=True)  # a NaN set later still becomes "nan"
-    metric: str
+    metric: str = Field(description="the series compared (as each log names it: 'before / after' when they differ)")
     higher_is_better: bool
     verdict: Verdict
     reason: str
+    failure_mode: str | None = Field(None, description="what the fix was for, when given")
+    judged: Literal["held_out", "train", "metric"] = Field(description="held_out: a validation/test series; train: the training loss")
+    train_loss_tail: tuple[float, float] | None = Field(
+        None, description="judging held-out data: the training loss's tail mean before and after (it may rise by design)")
     aligned_by: Literal["step", "position"]
     common_steps: int
     window: tuple[float, float] | None = Field(None, description="steps of the comparison window")
@@ -146,44 +151,78 @@ def _shape(path: Path, metric: str):
     return (r.shape, r.findings) if r.loss_series and r.loss_series.lower() == metric.lower() else (None, [])
 
 
-def compare_runs(before: Path, after: Path, metric: str = "loss", plot: bool = False) -> tuple[CompareReport, bytes | None]:
-    """Verdict improved / no_change / worse for `metric` of `after` against `before`, plus an optional PNG overlay."""
-    if not metric or not metric.strip():
-        raise TriageError("empty metric name", "Pass the series name as the log prints it, e.g. metric='loss'")
-    metric = metric.strip()
-    if before.resolve() == after.resolve():
-        raise TriageError("before and after are the same file", "Pass the log of the run before the fix and the one after it")
-    pts = {}
-    for role, path in (("before", before), ("after", after)):
-        p = metric_points(path, metric)
-        if not p:
-            available = ", ".join(s.name for s in logs.log_metrics(path).series[:30]) or "none"
-            raise TriageError(f"the {role} log {path.name} has no series {metric!r} (series found: {available})",
-                              "Pass metric= one of the series names above")
-        pts[role] = p
-    better = 1 if HIGHER_IS_BETTER.search(metric) and "loss" not in metric.lower() else -1
-    notes: list[str] = []
+# a fix for these is judged on data the model did not train on; for the rest, on the training loss
+HELD_OUT_MODES = ("data_leakage", "overfitting")
+MODES = (*FAILURE_MODES, "plateau")
+VAL_ALIASES = ("val", "validation", "valid", "eval", "held_out", "heldout")
+TRAIN_ALIASES = ("loss", "train", "training", "train_loss")
 
-    # align by step; logs that restart the step count or print none fall back to position
+
+def _resolve(path: Path, role: str, metric: str) -> tuple[str, list[tuple[float, float]]]:
+    """The series `metric` names in this log and its points: a name as printed, `val` (the log's validation
+    loss), or `loss` (its training loss when no series is called exactly that)."""
+    low = metric.lower()
+    pts = metric_points(path, metric)
+    if pts and low not in VAL_ALIASES:
+        return metric, pts
+    r = logs.log_metrics(path)
+    name = r.val_series if low in VAL_ALIASES else r.loss_series if low in TRAIN_ALIASES else None
+    if name:
+        return name, metric_points(path, name)
+    available = ", ".join([s.name for s in r.series] + r.other_series[:20]) or "none"
+    what = "validation series" if low in VAL_ALIASES else f"series {metric!r}"
+    raise TriageError(f"the {role} log {path.name} has no {what} (series found: {available})",
+                      "Pass metric= one of the series names above" + (
+                          "; judging a held-out fix needs the runs to log a validation loss" if low in VAL_ALIASES else ""))
+
+
+def _aligned(pts: dict) -> tuple[str, list[tuple[float, float, float]], list[str]]:
+    """(how, (step, before, after) pairs, notes): by the logs' own steps; logs that restart the step count or
+    print none fall back to position."""
     b_by = {s: v for s, v in pts["before"]}
     a_by = {s: v for s, v in pts["after"]}
     common = sorted(set(b_by) & set(a_by))
     if len(common) >= 2:
-        aligned_by = "step"
-        pairs = [(s, b_by[s], a_by[s]) for s in common]
-        if len(common) < max(len(b_by), len(a_by)):
-            notes.append(f"compared on the {len(common)} steps both logs have (before {len(b_by)}, after {len(a_by)} points)")
-    else:
-        aligned_by = "position"
-        n = min(len(pts["before"]), len(pts["after"]))
-        pairs = [(float(i), pts["before"][i][1], pts["after"][i][1]) for i in range(n)]
-        notes.append("the two logs share no step numbers; compared point by point in order")
-    k = max(1, math.ceil(len(pairs) * 0.1))
-    window = pairs[-k:]
+        notes = [f"compared on the {len(common)} steps both logs have (before {len(b_by)}, after {len(a_by)} points)"] \
+            if len(common) < max(len(b_by), len(a_by)) else []
+        return "step", [(s, b_by[s], a_by[s]) for s in common], notes
+    n = min(len(pts["before"]), len(pts["after"]))
+    return "position", [(float(i), pts["before"][i][1], pts["after"][i][1]) for i in range(n)], \
+        ["the two logs share no step numbers; compared point by point in order"]
+
+
+def _window(pairs) -> list:
+    return pairs[-max(1, math.ceil(len(pairs) * 0.1)):]
+
+
+def compare_runs(before: Path, after: Path, metric: str | None = None, plot: bool = False,
+                 failure_mode: str | None = None) -> tuple[CompareReport, bytes | None]:
+    """Verdict improved / no_change / worse for `metric` of `after` against `before`, plus an optional PNG overlay.
+
+    `failure_mode` (what the fix is for) picks the series when `metric` is not given: the validation loss for
+    data_leakage and overfitting, the training loss for the rest."""
+    if failure_mode is not None and failure_mode not in MODES:
+        raise TriageError(f"unknown failure_mode {failure_mode!r}", "Pass one of: " + ", ".join(MODES))
+    if metric is not None and not metric.strip():
+        raise TriageError("empty metric name", "Pass the series name as the log prints it, e.g. metric='loss'")
+    held_out = failure_mode in HELD_OUT_MODES
+    metric = metric.strip() if metric else ("val" if held_out else "loss")
+    if before.resolve() == after.resolve():
+        raise TriageError("before and after are the same file", "Pass the log of the run before the fix and the one after it")
+    names, pts = {}, {}
+    for role, path in (("before", before), ("after", after)):
+        names[role], pts[role] = _resolve(path, role, metric)
+    shown = names["before"] if names["before"] == names["after"] else f"{names['before']} / {names['after']}"
+    better = 1 if HIGHER_IS_BETTER.search(shown) and "loss" not in shown.lower() else -1
+    if logfields.kind(names["after"]) == "throughput":
+        better = -1 if re.search(r"time|elapsed|runtime|wall|latency|duration|_ms$|^dt$|data", names["after"], re.I) else 1
+
+    aligned_by, pairs, notes = _aligned(pts)
+    window = _window(pairs)
     b_mean, b_std, b_ok = _tail([b for _, b, _ in window])
     a_mean, a_std, a_ok = _tail([a for _, _, a in window])
 
-    shapes = {role: _shape(path, metric) for role, path in (("before", before), ("after", after))}
+    shapes = {role: _shape(path, names[role]) for role, path in (("before", before), ("after", after))}
     b_sum = _summary(before, pts["before"], better, shapes["before"][0])
     a_sum = _summary(after, pts["after"], better, shapes["after"][0])
     b_sum.tail_mean, b_sum.tail_std, a_sum.tail_mean, a_sum.tail_std = b_mean, b_std, a_mean, a_std
@@ -209,14 +248,49 @@ def compare_runs(before: Path, after: Path, metric: str = "loss", plot: bool = F
         reason = (f"both runs end non-finite (first at step {_fmt(b_sum.first_nonfinite_step)} before, "
                   f"{_fmt(a_sum.first_nonfinite_step)} after): the fix did not remove the NaN/Inf")
 
+    train_change = _train_change(before, after) if held_out else None
+    judged = "held_out" if _is_val(names["after"]) else "train" if logfields.kind(names["after"]) == "loss" else "metric"
+    if judged == "train" and verdict == "worse" and failure_mode is None and _has_val(before, after):
+        notes.append("the logs also have a validation loss: a fix for data_leakage or overfitting raises the training "
+                     "loss by design; judge it with failure_mode='data_leakage'/'overfitting' (or metric='val')")
+    if train_change is not None and train_change[1] > train_change[0] * (1 + MIN_REL_CHANGE):
+        notes.append(f"the training loss rose {train_change[0]:.4g} -> {train_change[1]:.4g}: "
+                     + ("the expected effect of removing a leak (the model can no longer read the answer from its inputs)"
+                        if failure_mode == "data_leakage" else
+                        "the expected effect of regularising (weight decay, dropout, less capacity, earlier stop)")
+                     + f"; the held-out {names['after']} decides")
+
     milestones = _milestones(pts, b_sum, a_sum, better)
-    report = CompareReport(metric=metric, higher_is_better=better > 0, verdict=verdict, reason=reason,
+    report = CompareReport(metric=shown, higher_is_better=better > 0, verdict=verdict, reason=reason,
+                           failure_mode=failure_mode, judged=judged,
                            aligned_by=aligned_by, common_steps=len(pairs), window=(window[0][0], window[-1][0]),
                            change=change, relative_change=rel, tolerance=tol, before=b_sum, after=a_sum,
-                           milestones=milestones, notes=notes)
+                           train_loss_tail=train_change, milestones=milestones, notes=notes)
     report.findings = _findings(report, shapes["after"][1], after.name)
     png = _plot(report, pts) if plot else None
     return report, png
+
+
+def _is_val(name: str) -> bool:
+    return logfields.is_val(name)
+
+
+def _train_change(before: Path, after: Path) -> tuple[float, float] | None:
+    """Tail means of the training loss (before, after), when both logs have one and it is finite."""
+    try:
+        pts = {role: _resolve(path, role, "loss")[1] for role, path in (("before", before), ("after", after))}
+    except TriageError:
+        return None
+    window = _window(_aligned(pts)[1])
+    (b, _, b_ok), (a, _, a_ok) = _tail([p[1] for p in window]), _tail([p[2] for p in window])
+    return (float(f"{b:.4g}"), float(f"{a:.4g}")) if b_ok and a_ok else None
+
+
+def _has_val(before: Path, after: Path) -> bool:
+    try:
+        return all(_resolve(path, role, "val") for role, path in (("before", before), ("after", after)))
+    except TriageError:
+        return False
 
 
 def _fmt(v) -> str:
@@ -245,14 +319,31 @@ def _findings(r: CompareReport, after_findings: list[Finding], after_name: str) 
     ev = [Evidence(what=f"{r.metric} tail mean before", value=r.before.tail_mean, source=r.before.path),
           Evidence(what=f"{r.metric} tail mean after", value=r.after.tail_mean, source=r.after.path),
           Evidence(what="non-finite values before / after", value=f"{r.before.nonfinite} / {r.after.nonfinite}", source=src)]
+    if r.train_loss_tail is not None:
+        ev.append(Evidence(what="training loss tail mean before / after", value=f"{r.train_loss_tail[0]:.4g} / "
+                           f"{r.train_loss_tail[1]:.4g}", source=src))
+    rose = r.train_loss_tail is not None and r.train_loss_tail[1] > r.train_loss_tail[0] * (1 + MIN_REL_CHANGE)
     if r.after.nonfinite:
         out.append(Finding(failure_mode="nan_inf", confidence=0.8 if r.verdict != "improved" else 0.5,
                            summary=f"the after-run still logs {r.after.nonfinite} non-finite {r.metric} value(s), first at step "
                                    f"{_fmt(r.after.first_nonfinite_step)}",
                            evidence=ev, fix="The fix did not remove the source: run nan_hook_run on the fixed code"))
     elif r.verdict == "improved":
-        out.append(Finding(failure_mode="healthy", confidence=0.7, summary=f"the fix helped: {r.reason}", evidence=ev,
-                           fix="Confirm on a longer run, then journal_append and write_regression_test"))
+        what = f"the held-out {r.metric}" if r.judged == "held_out" else r.metric
+        out.append(Finding(failure_mode="healthy", confidence=0.7, summary=f"the fix helped {what}: {r.reason}"
+                           + ("; the training loss rose, as it should once the model cannot shortcut" if rose else ""),
+                           evidence=ev, fix="Confirm on a longer run, then journal_append and write_regression_test"))
+    elif r.failure_mode in HELD_OUT_MODES and r.judged == "held_out":
+        out.append(Finding(
+            failure_mode=r.failure_mode, confidence=0.5,
+            summary=f"the held-out {r.metric} did not improve ({r.verdict}): {r.reason}", evidence=ev,
+            fix=("If the validation set shared the leak, its loss rising is the honest number: judge on data the leak "
+                 "cannot reach (data_check)" if r.failure_mode == "data_leakage" else
+                 "Regularise harder or stop at the best validation step; more data beats both")))
+    elif r.failure_mode in FAILURE_MODES and r.failure_mode not in ("healthy", "nan_inf") and r.judged == "train":
+        out.append(Finding(failure_mode=r.failure_mode, confidence=0.5,
+                           summary=f"the {r.failure_mode} fix did not move the training loss ({r.verdict}): {r.reason}",
+                           evidence=ev, fix="The symptom is still there: go back to the probe that found it"))
     # what the after-run's own curve still shows (log_metrics' classification), unless it is healthy
     for f in after_findings:
         if f.failure_mode != "healthy" and not (f.failure_mode == "nan_inf" and r.after.nonfinite):
