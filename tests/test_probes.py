@@ -349,3 +349,22 @@ def test_adam_update_ratio_at_its_first_steps_is_not_an_lr_finding(workspace):
     w = next(p for p in first.params if p.name == "2.weight")
     assert w.update_ratio > 0.1  # the number that misled the old rule ...
     assert not {"lr_too_high", "lr_too_low"} & modes(first), first.text()  # ... is not judged at step 1
+
+
+def test_a_raw_unscaled_input_column_is_a_pipeline_bug_not_a_bad_init(workspace):
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(256, 6)
+            x[:, 3] = 40000 + 15000 * torch.rand(256)      # annual income left in dollars
+            y = torch.randint(0, 2, (256,))
+            model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 2))
+            return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 2}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    assert rep.verdict == "too_high" and "data_pipeline" in modes(rep) and "bad_init" not in modes(rep), rep.text()

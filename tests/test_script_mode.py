@@ -206,3 +206,32 @@ def test_a_model_left_in_eval_mode_by_the_loop_is_seen_in_script_mode(workspace)
     rep = run(lambda: P.grad_norm_snapshot(workspace, command=["python", "evalmode.py"], steps=3, timeout_s=120))
     f = next(f for f in rep.findings if f.failure_mode == "train_eval_mode")
     assert f.confidence >= 0.9, rep.text()
+
+
+def test_an_evaluate_that_leaves_eval_mode_on_is_named_at_the_first_step_it_affects(workspace):
+    write(workspace, "validate.py", """
+        import torch
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        x, y = torch.randn(64, 8), torch.randn(64, 1)
+
+        def validate():
+            model.eval()                  # never switched back
+            with torch.no_grad():
+                return ((model(x) - y) ** 2).mean().item()
+
+        model.train()
+        for epoch in range(3):
+            for step in range(5):
+                opt.zero_grad()
+                loss = ((model(x) - y) ** 2).mean()
+                loss.backward()
+                opt.step()
+            validate()
+    """)
+    rep = run(lambda: P.nan_hook_run(workspace, command=["python", "validate.py"], max_steps=12, timeout_s=120))
+    f = rep.findings[0]
+    assert f.failure_mode == "train_eval_mode" and f.confidence >= 0.9, rep.text()
+    assert "optimizer step 6" in f.summary

@@ -796,6 +796,16 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
         # batch-norm layers in eval mode normalise with their untouched running stats (0/1): the output
         # scale blows up and the initial loss with it, so the mode explains the loss
         mode.evidence.append(Evidence(what="loss at init / chance", value=rep.ratio, source=src))
+    elif rep.verdict == "too_high" and layers and is_finite(layers[0].input_std) and layers[0].input_std > RAW_SCALE:
+        first = layers[0]
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.8,
+            summary=(f"initial loss {rep.loss:.3g} is {rep.ratio:.1f}x the chance value because the inputs are not "
+                     f"normalised: the first layer ({first.module}) receives values with std {first.input_std:.3g}"),
+            evidence=ev + [Evidence(what=f"{first.module} input std", value=first.input_std, source=src)],
+            location=first.module,
+            fix="Standardise every input feature with the training split's mean/std (check which columns the scaler "
+                "is fit and applied on), then re-check the initial loss"))
     elif rep.verdict == "too_high":
         big = max((l for l in layers if is_finite(l.gain)), key=lambda l: l.gain, default=None)
         culprit = big if big is not None and big.gain > 4 else (layers[-1] if layers else None)
@@ -844,6 +854,10 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             evidence=[Evidence(what="loss real inputs", value=rr, source=src), Evidence(what="loss random inputs", value=rd, source=src)],
             fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs"))
     return rep
+
+
+# standardised inputs have std ~1, images in [0, 1] or 0-255 stay below this; raw counts and currency do not
+RAW_SCALE = 300.0
 
 
 def eval_mode_finding(training: bool | None, eval_modules: list[str], src: str) -> Finding | None:
@@ -1108,6 +1122,21 @@ async def _run_script(workspace_root: Path, command: list[str], mode: str, args:
     return reports, outcome
 
 
+def _eval_step_finding(raw: dict) -> Finding | None:
+    """An optimizer step taken while the model was in eval mode: an evaluate() that never switched back."""
+    step = raw.get("eval_mode_step")
+    if step is None:
+        return None
+    mods = [f"{n} ({t})" for n, t in raw.get("eval_mode_step_modules", [])]
+    return Finding(failure_mode="train_eval_mode", confidence=0.9,
+                   summary=f"optimizer step {step} ran with the model in eval mode ({len(mods)} dropout/batch-norm "
+                           "modules in eval behaviour): an evaluation left it there",
+                   evidence=[Evidence(what="first training step in eval mode", value=step, source="script instruments")]
+                   + [Evidence(what="eval-mode module", value=m, source="script instruments") for m in mods[:3]],
+                   fix="Call model.train() at the start of every training epoch (after each evaluate(), which calls "
+                       "model.eval())")
+
+
 def _script_fields(command, oc):
     return {"mode": "script", "command": command, "python": oc.python, "duration_s": oc.duration_s}
 
@@ -1164,7 +1193,7 @@ async def _script_grad(workspace_root, command, steps, python, timeout_s, on_pro
                           f"{_stderr_hint(oc)}", "Ask for an earlier step or let the script run longer")
     rep = grad_report_from(snap, **_script_fields(command, oc))
     mode = eval_mode_finding(snap.get("model_training"), [f"{n} ({t})" for n, t in snap.get("eval_mode_modules", [])],
-                             "script instruments")
+                             "script instruments") or _eval_step_finding(snap)
     if mode:
         rep.findings.append(mode)
     zb = snap.get("zeroed_before_step") or 0
@@ -1218,4 +1247,7 @@ async def _script_nan(workspace_root, command, max_steps, python, timeout_s, on_
             rep.findings[0].summary += f" (rank {rep.rank} of {len(ranked)})"
     if not first:
         _script_crash(oc, rep)
+    mode = _eval_step_finding(base)
+    if mode:
+        rep.findings.insert(0, mode)
     return rep

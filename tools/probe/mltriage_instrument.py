@@ -135,6 +135,7 @@ class _State:
         self.seq, self.last_zero_seq, self.last_backward_seq = 0, -1, -1
         self.zeroed_before_step = 0
         self.dead_at_first = None
+        self.eval_at_step, self.eval_modules = None, []
         self.clipped = False
         self.bwd_hook = None
         self.recorder = None
@@ -295,6 +296,7 @@ class _State:
             return
         self.steps += 1
         self._stop_watch()
+        self._check_mode()
         if self.mode == "grad":
             return self._grad_pre(opt)
         torch, T = self.torch, self.T
@@ -473,9 +475,21 @@ class _State:
 
     # ------------------------------------------------------------ output
 
+    def _check_mode(self):
+        """The first optimizer step taken with the model in eval mode (dropout/batch-norm frozen): a loop bug."""
+        if self.eval_at_step is not None or not self.roots:
+            return
+        main = max(self.roots, key=lambda r: sum(p.numel() for p in r.parameters()))
+        if not main.training:
+            from mltriage_init_loss import eval_mode_modules
+            mods = eval_mode_modules(main)
+            if mods:
+                self.eval_at_step, self.eval_modules = self.steps, mods
+
     def _write(self, payload):
         payload = {"rank": self.rank, "steps_run": self.steps, "steps_seen": self.steps, "mode": self.mode,
-                   "pid": os.getpid(), **payload}
+                   "pid": os.getpid(), "eval_mode_step": self.eval_at_step,
+                   "eval_mode_step_modules": self.eval_modules, **payload}
         if self.mode == "nan":
             payload["grad_norm_history"] = self.grad_hist[-20:]
         name = f"rank{self.rank}" if self.rank is not None else f"pid{os.getpid()}"
