@@ -147,8 +147,10 @@ async def triage(
     on_progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
     always: frozenset[str] = ALWAYS,
     next_steps: Callable[[list[Finding], frozenset[str]], list[NextStep]] | None = None,
+    concurrency: int = 2,
 ) -> TriageReport:
-    """Run `steps` (name, async fn(timeout_s, on_progress) -> Report, cap_s) in tree order under a wall-clock budget.
+    """Run `steps` (name, async fn(timeout_s, on_progress) -> Report, cap_s) in tree order under a wall-clock budget,
+    the static scan and the log first, then the probes `concurrency` at a time (each probe is its own process).
 
     A decisive probe finding (>= DECISIVE) ends the probing: only the cheap `always` steps still run. A decisive
     finding of the static scan or the log is a hypothesis: after it only the probe that confirms it still runs
@@ -156,54 +158,73 @@ async def triage(
     not its wall clock), with where it waited when the probe's stack dump shows it.
     """
     start = time.monotonic()
-    ran: list[TriageStep] = []
+    ran: dict[int, TriageStep] = {}
     found: list[tuple[str, Finding]] = []
-    decisive: str | None = None
-    confirm: set[str] = set()
-    for i, (name, fn, cap) in enumerate(steps):
-        if on_progress:
-            await on_progress(i, len(steps), f"triage: {name}")
-        left = budget_s - (time.monotonic() - start)
+    state = {"decisive": None, "confirm": set(), "done": 0}
+    slots = anyio.Semaphore(max(1, concurrency))
+
+    async def run_one(i: int, name: str, fn: StepFn, cap: float) -> None:
         base = name.split(":")[0]
-        skip_why = None
-        if decisive and (base not in always or any(f.failure_mode == "hang" for _, f in found)):
-            skip_why = f"skipped: decisive finding from {decisive}"
-        elif confirm and base not in always and base not in confirm:
-            skip_why = f"skipped: the static/log finding is confirmed by {', '.join(sorted(confirm))} instead"
-        elif left < min(cap, 5.0):
-            skip_why = "skipped: budget used up"
-        if skip_why:
-            ran.append(TriageStep(name=name, status="skipped", seconds=0.0, summary=skip_why))
-            continue
-        t = time.monotonic()
-        prog = _Progress()
-        try:
-            with anyio.fail_after(max(1.0, left + 5.0)):
-                report = await fn(min(cap, left), prog)
-        except Skip as e:
-            ran.append(TriageStep(name=name, status="skipped", seconds=time.monotonic() - t, summary=f"skipped: {e}"))
-            continue
-        except (TriageError, TimeoutError) as e:
-            msg = str(e) or "the step did not finish within the budget"
-            status = "timeout" if isinstance(e, TimeoutError) or "did not finish" in msg else "error"
-            ran.append(TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=msg[:500]))
-            if status == "timeout" and left >= cap:  # cut short by the budget says nothing
-                f = _timeout_finding(name, msg, prog.ticks)
-                if f is not None:
-                    found.append((name, f))
-                    # every later probe runs the same data and steps: it would wait just as long
-                    decisive = decisive or name
-            continue
-        real = [f for f in report.findings if f.failure_mode != "healthy"]
-        found += [(name, f) for f in report.findings]
-        ran.append(TriageStep(name=name, status="ok", seconds=time.monotonic() - t,
-                              summary=report.headline()[:500], findings=[f.failure_mode for f in real]))
-        strong = [f for f in real if f.confidence >= DECISIVE]
-        if decisive is None and strong:
-            if base in READ_ONLY:
-                confirm |= {NEXT_FOR.get(f.failure_mode, ("",))[0] for f in strong}
-            elif base not in always:
-                decisive = name
+        async with slots:
+            left = budget_s - (time.monotonic() - start)
+            decisive, confirm = state["decisive"], state["confirm"]
+            skip_why = None
+            if decisive and (base not in always or any(f.failure_mode == "hang" for _, f in found)):
+                skip_why = f"skipped: decisive finding from {decisive}"
+            elif confirm and base not in always and base not in confirm:
+                skip_why = f"skipped: the static/log finding is confirmed by {', '.join(sorted(confirm))} instead"
+            elif left < min(cap, 5.0):
+                skip_why = "skipped: budget used up"
+            if skip_why:
+                ran[i] = TriageStep(name=name, status="skipped", seconds=0.0, summary=skip_why)
+                return
+            if on_progress:
+                await on_progress(state["done"], len(steps), f"triage: {name}")
+            t = time.monotonic()
+            prog = _Progress()
+            try:
+                with anyio.fail_after(max(1.0, left + 5.0)):
+                    report = await fn(min(cap, left), prog)
+            except Skip as e:
+                ran[i] = TriageStep(name=name, status="skipped", seconds=time.monotonic() - t, summary=f"skipped: {e}")
+                return
+            except (TriageError, TimeoutError) as e:
+                msg = str(e) or "the step did not finish within the budget"
+                status = "timeout" if isinstance(e, TimeoutError) or "did not finish" in msg else "error"
+                ran[i] = TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=msg[:500])
+                if status == "timeout" and left >= cap:  # cut short by the budget says nothing
+                    f = _timeout_finding(name, msg, prog.ticks)
+                    if f is not None:
+                        found.append((name, f))
+                        # every later probe runs the same data and steps: it would wait just as long
+                        state["decisive"] = state["decisive"] or name
+                return
+            finally:
+                state["done"] += 1
+            real = [f for f in report.findings if f.failure_mode != "healthy"]
+            found.extend((name, f) for f in report.findings)
+            ran[i] = TriageStep(name=name, status="ok", seconds=time.monotonic() - t,
+                                summary=report.headline()[:500], findings=[f.failure_mode for f in real])
+            strong = [f for f in real if f.confidence >= DECISIVE]
+            if state["decisive"] is None and strong:
+                if base in READ_ONLY:
+                    state["confirm"] |= {NEXT_FOR.get(f.failure_mode, ("",))[0] for f in strong}
+                elif base not in always:
+                    state["decisive"] = name
+
+    # the static scan and the log first, in order: they decide which probes still need to run
+    indexed = list(enumerate(steps))
+    for i, (name, fn, cap) in indexed:
+        if name.split(":")[0] in READ_ONLY:
+            await run_one(i, name, fn, cap)
+    # then the probes, `concurrency` at a time in tree order (each its own process: two cores, two probes)
+    async with anyio.create_task_group() as tg:
+        for i, (name, fn, cap) in indexed:
+            if name.split(":")[0] not in READ_ONLY:
+                tg.start_soon(run_one, i, name, fn, cap)
+                await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
+    decisive = state["decisive"]
+    ran = [ran[i] for i in sorted(ran)]
     if on_progress:
         await on_progress(len(steps), len(steps), "triage: done")
     findings = merge_findings(found)
