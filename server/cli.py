@@ -22,8 +22,8 @@ def _load_server(args):
 
 def _serve(args) -> int:
     # Start-up allocates some hundred thousand long-lived objects (the SDK's and our pydantic models
-    # and schemas); collecting while they are built is a third of the import time and frees nothing
-    # worth it. Freezing them afterwards also keeps them out of every later collection.
+    # and schemas); collecting while they are built costs ~9% of the start-up CPU and frees ~3 MB.
+    # Freezing them afterwards keeps them out of every later collection.
     gc.disable()
     try:
         server = _load_server(args)
