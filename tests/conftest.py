@@ -1,9 +1,7 @@
 """Shared test helpers: a real MCP client, in-process or over stdio against `python -m server`."""
 
 import os
-import shutil
 import sys
-import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -16,14 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PYTHON = sys.executable
-# the stdio servers of one test session share a response cache of their own, never the user's
-STDIO_CACHE = Path(tempfile.mkdtemp(prefix="mltriage-test-cache-"))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(STDIO_CACHE, ignore_errors=True)
-
-
 @asynccontextmanager
 async def stdio_client(workspace: Path, *server_args: str, env: dict | None = None):
     """A real MCP client talking to `python -m server --workspace W` over stdio."""
@@ -32,7 +22,7 @@ async def stdio_client(workspace: Path, *server_args: str, env: dict | None = No
 
     params = StdioServerParameters(
         command=PYTHON, args=["-m", "server", "--workspace", str(workspace), *server_args],
-        cwd=str(ROOT), env={"PYTHONPATH": str(ROOT), "MLTRIAGE_CACHE_DIR": str(STDIO_CACHE), **(env or {})},
+        cwd=str(ROOT), env={"PYTHONPATH": str(ROOT), **(env or {})},
     )
     async with Client(params) as client:
         yield client
