@@ -77,6 +77,8 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
         rep = anyio.run(lambda: run_triage(ws, "train.py:make_target", command, log, "logs/train.log",
                                            [ws / "train.py"], sys.executable, budget))
         modes = [f.failure_mode for f in rep.findings]
+        print(f"  {run_dir.name}: {meta['failure_mode']} -> {modes[:3]} ({time.monotonic() - t:.0f} s)",
+              file=sys.stderr, flush=True)
         return {"name": meta.get("name", run_dir.name), "family": meta["family"], "split": meta["split"],
                 "label": meta["failure_mode"], "predicted": modes[:3],
                 "confidence": [round(f.confidence, 2) for f in rep.findings[:3]],
