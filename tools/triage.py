@@ -314,7 +314,8 @@ NEXT_FOR = {
 
 
 def suggest_next(findings: list[Finding], target: str | None, log_path: str | None,
-                 already_ran: frozenset[str] = frozenset(), command: list[str] | None = None) -> list[NextStep]:
+                 already_ran: frozenset[str] = frozenset(), command: list[str] | None = None,
+                 schedule_fns: list[str] | None = None) -> list[NextStep]:
     steps: list[NextStep] = []
     for f in findings[:2]:
         if f.failure_mode == "healthy":
@@ -328,11 +329,16 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         steps.append(NextStep(tool=tool, args=args, why=f"to confirm {f.failure_mode}: it {why}"))
     top = findings[0] if findings else None
     if top is not None and top.failure_mode != "healthy":
+        # the test exercises the code where the bug lives: the factory, the user's own script, and for an LR
+        # finding the schedule function itself
+        args = {"failure_mode": top.failure_mode, **({"target": target} if target else {}),
+                **({"command": list(command)} if command else {})}
+        if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
+            args["function"] = schedule_fns[0]
+        steps.append(NextStep(tool="write_regression_test", args=args,
+                              why="BEFORE fixing: a test that must fail now (fails_now) and pass after the fix"))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
-                              why="after the fix is verified, record symptom, evidence, cause and fix"))
-        steps.append(NextStep(tool="write_regression_test",
-                              args={"failure_mode": top.failure_mode, **({"target": target} if target else {})},
-                              why="pin the bug with a test that fails on it and passes on the fix"))
+                              why="after the fix, once run_regression_test passes: symptom, evidence, cause, fix"))
     elif log_path:
         steps.append(NextStep(tool="log_metrics", args={"path": log_path, "plot": True},
                               why="nothing is broken by these checks; look at the whole curve"))
@@ -440,7 +446,8 @@ async def run_triage(
             ("grad_norm_snapshot", lambda t, p: probes.grad_norm_snapshot(w, target, None, GRAD_STEPS, py, t, p), 45.0),
             ("sequence_check", lambda t, p: loop_checks.sequence_check(w, target, py, t, p), 45.0),
         ]
-    for fn in schedule_functions(sources or [], workspace_root):
+    schedules = schedule_functions(sources or [], workspace_root)
+    for fn in schedules:
         steps.append((f"schedule_check:{fn}", lambda t, p, fn=fn: loop_checks.schedule_check(w, fn, None, None, py, t, p),
                       45.0))
     if command:
@@ -456,4 +463,5 @@ async def run_triage(
             ("data_check", lambda t, p: probes.data_check(w, target, py, t, p), 45.0),
         ]
     return await triage(steps, budget_s, on_progress,
-                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command))
+                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
+                                                                schedules))
