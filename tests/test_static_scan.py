@@ -841,6 +841,52 @@ def test_a_schedule_sized_in_micro_batches_may_be_stepped_on_every_micro_batch()
     """) == []
 
 
+LINEAR_PROBE = """
+import torch, torch.nn as nn
+
+class ShapeClassifier(nn.Module):
+    def __init__(self, num_labels):
+        super().__init__()
+        self.backbone = Backbone()
+        self.classifier = nn.Linear(256, num_labels)
+
+    def forward(self, pixel_values):
+        return self.classifier(self.backbone(pixel_values))
+
+def freeze_backbone(model):
+    for p in model.backbone.parameters():
+        p.requires_grad = False
+    return model
+
+def build_optimizer(model, args):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim == 1 else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=args.learning_rate)
+
+model = freeze_backbone(ShapeClassifier(num_labels=5))
+optimizer = build_optimizer(model, args)
+for pixel_values, labels in train_loader:
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(pixel_values), labels)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_linear_probe_whose_optimizer_walks_the_frozen_backbone_never_trains_the_head():
+    code = inject(LINEAR_PROBE, "    for name, p in model.named_parameters():", "    for name, p in model.backbone.named_parameters():")
+    (hit,) = hits_of(code, "optimizer_over_frozen_part")
+    assert hit.failure_mode == "frozen_params" and hit.line == line_of(code, "model.backbone.named_parameters()")
+    assert f"requires_grad=False at line {line_of(code, 'p.requires_grad = False')}" in hit.why
+    assert scan(LINEAR_PROBE) == []
+    head_only = inject(LINEAR_PROBE, "    for name, p in model.named_parameters():", "    for name, p in model.classifier.named_parameters():")
+    assert hits_of(head_only, "optimizer_over_frozen_part") == []  # the head is trainable: a deliberate probe
+
+
 # --- quiet on correct code ---------------------------------------------------------------------
 
 
@@ -1041,7 +1087,7 @@ def test_every_loop_rule_of_issue_14_carries_its_own_avoid_and_reaches_the_findi
         "zero_grad_between_backward_and_step", "scheduler_step_before_optimizer_step",
         "epoch_schedule_stepped_per_batch", "accumulation_loss_not_divided", "zero_grad_inside_accumulation",
         "targets_are_unshifted_inputs", "kl_subtracted_from_loss", "step_every_micro_batch",
-        "scheduler_stepped_per_micro_batch"]
+        "scheduler_stepped_per_micro_batch", "optimizer_over_frozen_part"]
     for rule_id in loop_rules:
         assert RULES[rule_id].avoid and RULES[rule_id].avoid != FAILURE_MODES[RULES[rule_id].failure_mode][1], rule_id
     assert RULES["zero_grad_between_backward_and_step"].failure_mode == "missing_zero_grad"

@@ -96,6 +96,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("optimizer_over_submodule", "frozen_params", 0.75,
          "the optimizer is built over one submodule's parameters, so the rest of the model gets gradients but never changes",
          "build the optimizer over model.parameters() (freeze parts deliberately with requires_grad_(False))"),
+    Rule("optimizer_over_frozen_part", "frozen_params", 0.8,
+         "the optimizer is built only over a submodule that is frozen (requires_grad=False), so it holds no trainable "
+         "parameter: the parts that do get gradients never change",
+         "build the optimizer over model.parameters() (keeping only p.requires_grad ones), so the new head is in it",
+         "Do not unfreeze the backbone or raise the LR; put the trainable parameters into the optimizer."),
     Rule("zero_learning_rate", "frozen_params", 0.8,
          "a learning rate of 0 means those parameters never change",
          "give every trained parameter group a non-zero learning rate"),
@@ -1033,7 +1038,58 @@ def rule_optimizer_params(f: ParsedFile) -> list[Hit]:
                 lrs += [v for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value == "lr"]
         if any(isinstance(v, ast.Constant) and v.value == 0 for v in lrs):
             hits.append((n, "zero_learning_rate"))
+        sources = _param_sources(f, params) if params is not None else []
+        frozen = _frozen_parts(f)
+        if sources and all(isinstance(o, ast.Attribute) and o.attr in frozen for o in sources):
+            o = sources[0]
+            why = (f"the optimizer at line {n.lineno} gets only the parameters of `{_src(o)}`, and {o.attr} is frozen "
+                   f"(requires_grad=False at line {frozen[o.attr]}): it holds nothing trainable, so the parts that do get "
+                   "gradients (the new head) are never updated")
+            hits.append((o, "optimizer_over_frozen_part", {"why": why}))  # where the wrong module is named
     return hits
+
+
+def _param_sources(f: ParsedFile, params: ast.AST) -> list[ast.AST]:
+    """The modules whose .parameters()/.named_parameters() feed an optimizer's params argument, through
+    [p for p in m.parameters() ...], [{"params": decay}, ...] and `for n, p in m.named_parameters(): decay.append(p)`."""
+    out, seen, todo = [], set(), [params]
+    while todo and len(seen) < 40:
+        e = todo.pop()
+        for c in ast.walk(e):
+            if _method_call(c, "parameters", "named_parameters"):
+                out.append(c.func.value)
+            elif isinstance(c, ast.Name) and isinstance(c.ctx, ast.Load):
+                scope = f.scope_of.get(c, f.tree)
+                if (scope, c.id) in seen:
+                    continue
+                seen.add((scope, c.id))
+                for n in _in_scope(scope):  # (no_decay if p.ndim == 1 else decay).append(p) in `for n, p in m.named_parameters()`
+                    if _method_call(n, "append", "extend") and any(
+                            isinstance(t, ast.Name) and t.id == c.id for t in ast.walk(n.func.value)):
+                        loop = f.parent.get(n)
+                        while loop is not None and not isinstance(loop, (ast.For, ast.AsyncFor)) and loop is not scope:
+                            loop = f.parent.get(loop)
+                        if isinstance(loop, (ast.For, ast.AsyncFor)) and _method_call(loop.iter, "parameters", "named_parameters"):
+                            out.append(loop.iter.func.value)
+                todo += [v for v in f.values_of(c) if not (isinstance(v, (ast.List, ast.Tuple)) and not v.elts)]
+    return out
+
+
+def _frozen_parts(f: ParsedFile) -> dict[str, int]:
+    """Submodule attribute names frozen in this file (`for p in model.backbone.parameters(): p.requires_grad = False`,
+    `model.backbone.requires_grad_(False)`) -> the line."""
+    out = {}
+    for n in f.nodes:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") and \
+                isinstance(n.iter.func.value, ast.Attribute) and isinstance(n.target, ast.Name):
+            for s in _in_scope(n):
+                if (isinstance(s, ast.Assign) and any(_src(t) == f"{n.target.id}.requires_grad" for t in s.targets)
+                        and _src(s.value) == "False") or (_method_call(s, "requires_grad_") and s.args
+                                                          and _src(s.args[0]) == "False" and _src(s.func.value) == n.target.id):
+                    out.setdefault(n.iter.func.value.attr, s.lineno)
+        if _method_call(n, "requires_grad_") and n.args and _src(n.args[0]) == "False" and isinstance(n.func.value, ast.Attribute):
+            out.setdefault(n.func.value.attr, n.lineno)
+    return out
 
 
 def _view_merges(view: ast.Call, permuted: ast.AST) -> bool:
@@ -1166,35 +1222,39 @@ def _loop_tensors(f: ParsedFile, scope: ast.AST) -> set[str]:
     return out
 
 
-def _tensor_evidence(f: ParsedFile, expr: ast.AST, fnl: set[str], depth: int = 0) -> bool:
+def _tensor_evidence(f: ParsedFile, expr: ast.AST, fnl: set[str], depth: int = 0, seen: set | None = None) -> bool:
     """Is there positive evidence that `expr` is a tensor (not a module, set, logger, BatchEncoding)?"""
+    seen = set() if seen is None else seen
     if depth > 5 or _module_like(f, expr):
         return False
     if isinstance(expr, ast.BinOp):
-        return isinstance(expr.op, ast.MatMult) or _tensor_evidence(f, expr.left, fnl, depth + 1) or \
-            _tensor_evidence(f, expr.right, fnl, depth + 1)
+        return isinstance(expr.op, ast.MatMult) or _tensor_evidence(f, expr.left, fnl, depth + 1, seen) or \
+            _tensor_evidence(f, expr.right, fnl, depth + 1, seen)
     if isinstance(expr, ast.Subscript):
         key = expr.slice
         if isinstance(key, ast.Constant) and key.value in ("input_ids", "pixel_values", "labels", "attention_mask", "token_type_ids"):
             return True
-        return _tensor_evidence(f, expr.value, fnl, depth + 1)
+        return _tensor_evidence(f, expr.value, fnl, depth + 1, seen)
     if isinstance(expr, ast.Call):
         callee = _src(expr.func)
         if callee.startswith("torch.") and _name(expr) in TORCH_TENSOR_MAKERS or callee.rsplit(".", 1)[0] in fnl:
             return True
         if isinstance(expr.func, ast.Attribute) and (_name(expr) in TENSOR_ONLY or _name(expr) in TENSOR_IF_KNOWN):
-            return _tensor_evidence(f, expr.func.value, fnl, depth + 1) or _name(expr) in TENSOR_ONLY
+            return _tensor_evidence(f, expr.func.value, fnl, depth + 1, seen) or _name(expr) in TENSOR_ONLY
         return False
     if isinstance(expr, ast.Attribute) and expr.attr in ("data", "grad", "logits", "last_hidden_state", "weight"):
         return True
     if isinstance(expr, ast.Name):
         scope = f.scope_of.get(expr, f.tree)
+        if (scope, expr.id) in seen:
+            return False
+        seen.add((scope, expr.id))
         if expr.id in _loop_tensors(f, scope):
             return True
         values = f.values_of(expr)
         if not values and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.name == "forward":
             return expr.id in {a.arg for a in scope.args.args[1:]}  # forward(self, x, ...): x is a tensor
-        return any(_tensor_evidence(f, v, fnl, depth + 1) for v in values if v is not None)
+        return any(_tensor_evidence(f, v, fnl, depth + 1, seen) for v in values if v is not None)
     return False
 
 
@@ -1479,8 +1539,9 @@ def _mod_count(guard: ast.If) -> str:
     return _src(mod.right)
 
 
-def _scaled(f: ParsedFile, e: ast.AST, depth: int = 0) -> bool:
+def _scaled(f: ParsedFile, e: ast.AST, depth: int = 0, seen: set | None = None) -> bool:
     """Is the loss divided (or multiplied by a factor) on its way to backward()?"""
+    seen = set() if seen is None else seen
     if depth > 8 or e is None:
         return False
     if isinstance(e, ast.BinOp):
@@ -1488,23 +1549,26 @@ def _scaled(f: ParsedFile, e: ast.AST, depth: int = 0) -> bool:
             return True
         if isinstance(e.op, ast.Mult):
             return True  # loss * (1 / k), 0.25 * loss, loss * weight: a factor is there; not ours to judge
-        return _scaled(f, e.left, depth + 1) or _scaled(f, e.right, depth + 1)
+        return _scaled(f, e.left, depth + 1, seen) or _scaled(f, e.right, depth + 1, seen)
     if isinstance(e, ast.Call):
         if _method_call(e, "div", "mul", "true_divide", "divide"):
             return True
         if _method_call(e, "scale") and e.args:  # scaler.scale(loss / k)
-            return _scaled(f, e.args[0], depth + 1)
+            return _scaled(f, e.args[0], depth + 1, seen)
         if isinstance(e.func, ast.Attribute) and _name(e) in ("mean", "float", "to", "squeeze", "sum", "double"):
-            return _scaled(f, e.func.value, depth + 1)
+            return _scaled(f, e.func.value, depth + 1, seen)
         helper = f.functions.get(e.func.id) if isinstance(e.func, ast.Name) else None
         return helper is not None and any(  # loss = compute_loss(model, batch, accum) that divides inside
-            isinstance(r, ast.Return) and _scaled(f, r.value, depth + 1) for r in _in_scope(helper))
+            isinstance(r, ast.Return) and _scaled(f, r.value, depth + 1, seen) for r in _in_scope(helper))
     if isinstance(e, (ast.Name, ast.Attribute)):
         scope = f.scope_of.get(e, f.tree)
+        if (scope, _src(e)) in seen:  # loss = loss + aux: each name is looked up once
+            return False
+        seen.add((scope, _src(e)))
         if any(isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and _src(n.target) == _src(e)
                for n in _in_scope(scope)):
             return True
-        return any(_scaled(f, v, depth + 1) for v in f.values_of(e) if v is not e)
+        return any(_scaled(f, v, depth + 1, seen) for v in f.values_of(e) if v is not e)
     return False
 
 
