@@ -1,7 +1,8 @@
 """`mltriage demo`: drive the real server over stdio the way an agent would, on a bundled broken run.
 
-tail_log -> log_metrics -> triage -> write_regression_test (fails on the bug) -> apply the known fix
--> re-run and compare_runs -> the regression test passes -> journal_append.
+tail_log -> log_metrics -> triage (target + the user's command) -> the write_regression_test call triage suggests,
+BEFORE the fix (it must fail now) -> apply the known fix -> run_regression_test (it must pass) -> re-run and
+compare_runs on the finding's metric -> journal_append citing the test.
 """
 
 import json
@@ -42,12 +43,6 @@ def _train(workspace: Path, log: str) -> float:
     return time.monotonic() - start
 
 
-def _pytest(workspace: Path, test_path: str) -> tuple[bool, str]:
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_path],
-                       cwd=workspace, capture_output=True, text=True, timeout=180)
-    return r.returncode == 0, (r.stdout + r.stderr).strip().splitlines()[-1]
-
-
 async def _drive(workspace: Path, meta: dict) -> int:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
@@ -70,30 +65,34 @@ async def _drive(workspace: Path, meta: dict) -> int:
         _say(f"connected to mltriage over stdio: {len(tools.tools)} tools")
         await call(client, "tail_log", {"path": "logs/train.log", "lines": 50})
         await call(client, "log_metrics", {"path": "logs/train.log"})
-        report, _ = await call(client, "triage", {"target": "train.py:make_target", "log_path": "logs/train.log",
-                                                  "source_paths": ["train.py"]}, show=14)
+        command = ["python", "train.py", "--steps", STEPS]
+        report, _ = await call(client, "triage", {"target": "train.py:make_target", "command": command,
+                                                  "log_path": "logs/train.log", "source_paths": ["train.py"]}, show=14)
         findings = report.get("findings") or [{}]
         top = findings[0]
         mode = top.get("failure_mode", meta["failure_mode"])
         verdict = "matches" if mode == meta["failure_mode"] else f"differs from the label {meta['failure_mode']!r}"
         _say(f"top finding: {mode} ({top.get('confidence', 0):.0%}) — {verdict}")
 
-        test, err = await call(client, "write_regression_test",
-                               {"failure_mode": meta["failure_mode"], "name": meta["name"],
-                                "target": "train.py:make_target"})
+        suggested = next((n.get("args") or {} for n in report.get("next_steps", [])
+                          if n.get("tool") == "write_regression_test"), None)
+        args = {**(suggested or {"failure_mode": meta["failure_mode"], "target": "train.py:make_target"}),
+                "name": meta["name"]}
+        test, err = await call(client, "write_regression_test", args)
         test_path = test.get("path")
-        _say("the regression test on the broken code", f"passed={test.get('passed')} (it must fail: it pins the bug)")
+        _say("the regression test on the broken code, before any fix",
+             f"fails_now={test.get('fails_now')} (it must fail: it pins the bug)")
 
         shutil.copy(workspace / "train_fixed.py.orig", workspace / "train.py")
         _say("apply the known fix", meta.get("fix", ""))
-        seconds = _train(workspace, "logs/train_fixed.log")
-        _say(f"re-run the fixed training ({seconds:.1f} s)")
-        cmp, _ = await call(client, "compare_runs", {"before": "logs/train.log", "after": "logs/train_fixed.log"})
-
         passed = None
         if test_path:
-            passed, last = _pytest(workspace, test_path)
-            _say(f"the regression test on the fixed code: {'passed' if passed else 'FAILED'}", last)
+            rerun, _ = await call(client, "run_regression_test", {"path": test_path})
+            passed = rerun.get("passes_now")
+        seconds = _train(workspace, "logs/train_fixed.log")
+        _say(f"re-run the fixed training ({seconds:.1f} s)")
+        cmp, _ = await call(client, "compare_runs", {"before": "logs/train.log", "after": "logs/train_fixed.log",
+                                                     "failure_mode": mode})
 
         evidence = [f"{e.get('what')} = {e.get('value')} ({e.get('source')})" for e in top.get("evidence", [])[:4]]
         await call(client, "journal_append", {
@@ -102,7 +101,7 @@ async def _drive(workspace: Path, meta: dict) -> int:
             "evidence": "\n".join(evidence) or None,
             "resolution": f"compare_runs verdict: {cmp.get('verdict')}",
             "test_path": test_path, "tags": ["demo", meta["name"]]})
-        ok = mode == meta["failure_mode"] and test.get("passed") is False and passed and cmp.get("verdict") == "improved"
+        ok = mode == meta["failure_mode"] and test.get("fails_now") is True and passed and cmp.get("verdict") == "improved"
         _say("demo " + ("succeeded" if ok else "finished with a mismatch (see above)"),
              f"workspace kept at {workspace}: journal.md, {test_path}, logs/")
         return 0 if ok else 1

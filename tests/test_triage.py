@@ -159,9 +159,11 @@ def test_the_demo_triages_the_bundled_run_end_to_end():
     r = subprocess.run([sys.executable, "-m", "server", "demo"], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for call in ("tail_log(", "log_metrics(", "triage(", "write_regression_test(", "compare_runs(", "journal_append("):
-        assert call in r.stdout
-    assert "top finding: nan_inf" in r.stdout and "demo succeeded" in r.stdout
+    calls = ("tail_log(", "log_metrics(", "triage(", "write_regression_test(", "run_regression_test(", "compare_runs(",
+             "journal_append(")
+    at = [r.stdout.index(c) for c in calls]
+    assert at == sorted(at), "the test is written before the fix and re-run before the journal"
+    assert "top finding: nan_inf" in r.stdout and "fails_now=True" in r.stdout and "demo succeeded" in r.stdout
 
 
 def test_weak_hypotheses_alone_do_not_make_a_diagnosis():
