@@ -1092,3 +1092,12 @@ def test_every_loop_rule_of_issue_14_carries_its_own_avoid_and_reaches_the_findi
         assert RULES[rule_id].avoid and RULES[rule_id].avoid != FAILURE_MODES[RULES[rule_id].failure_mode][1], rule_id
     assert RULES["zero_grad_between_backward_and_step"].failure_mode == "missing_zero_grad"
     assert RULES["scheduler_step_before_optimizer_step"].confidence < 0.5
+
+
+def test_a_loop_that_rebuilds_the_loss_and_the_batch_many_times_is_scanned_once_per_name():
+    # each name has 30 assignments: a lookup that revisits names would take 30**8 steps here
+    terms = "\n".join(f"        loss = loss + aux[{i}]\n        x = x.to(device) + x.float()" for i in range(30))
+    code = ("for step, (x, y) in enumerate(loader):\n        loss = criterion(model(x), y)\n" + terms +
+            "\n        loss.backward()\n        if (step + 1) % accum == 0:\n            optimizer.step()\n"
+            "            optimizer.zero_grad()\n").replace("\n        ", "\n    ")
+    assert "accumulation_loss_not_divided" in scan(code)
