@@ -10,6 +10,7 @@ left to the probes.
 
 import ast
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -236,14 +237,14 @@ class StaticScanReport(Report):
     errors: list[str] = Field(default_factory=list,
                               description="files that could not be read or parsed (and rules that failed on a file), with the reason")
     skipped: list[str] = Field(default_factory=list,
-                               description="symlinks inside a scanned folder that point outside it: not read")
+                               description="entries of a scanned folder left unread: symlinks out of it, FIFOs, dangling links")
 
     def headline(self) -> str:
         s = f"static scan: {self.files_scanned} file(s), {len(self.issues)} issue(s)"
         if self.errors:
             s += f", {len(self.errors)} error(s): {'; '.join(self.errors[:3])}"
         if self.skipped:
-            s += f", {len(self.skipped)} symlink(s) out of the folder skipped"
+            s += f", {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} skipped (links out of the folder, non-regular files)"
         return s
 
 
@@ -1913,6 +1914,14 @@ def _python_files(paths: list[Path], skipped: list[str] | None = None) -> list[P
                 if f.is_symlink() and not _inside(f, root):
                     if skipped is not None:
                         skipped.append(f"{f}: symlink to a file outside {p}, not read")
+                    continue
+                try:
+                    regular = stat.S_ISREG(f.stat().st_mode)  # a FIFO named x.py would block the read forever
+                except OSError:  # a dangling link or a loop
+                    regular = False
+                if not regular:
+                    if skipped is not None:
+                        skipped.append(f"{f}: not a regular file, not read")
                     continue
                 files.append(f)
     unique: dict[Path, Path] = {}
