@@ -117,7 +117,7 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "The training script COMMAND, run from the workspace root and stopped after SCRIPT['steps'] optimizer steps, "
        "runs without an error and shows none of the failure's symptoms (SCRIPT['checks']).",
        {"steps": 50, "timeout_s": 240.0, "checks": [], "max_lr": None, "lr_tolerance": 0.01, "max_grad_norm": 100.0,
-        "min_drop": 0.05, "ignore": [], "causal_atol": 1e-4, "max_same_fraction": 0.5}, ()),
+        "min_drop": 0.05, "lr_floor": 0.1, "ignore": [], "causal_atol": 1e-4, "max_same_fraction": 0.5}, ()),
 ]}
 
 # failure mode -> the template for each kind of code under test
@@ -132,16 +132,17 @@ FUNCTION_FOR = {"nan_inf": "nan_inf_function", "lr_too_high": "lr_schedule", "lr
 # what a script run asserts for each failure mode (it always asserts that the script runs its steps cleanly)
 SCRIPT_CHECKS = {
     "nan_inf": ["finite_loss"], "exploding_gradients": ["finite_loss", "grad_norm_bounded"],
-    "lr_too_high": ["lr_at_most_peak", "finite_loss", "loss_falls"], "lr_too_low": ["loss_falls"],
+    "lr_too_high": ["lr_at_most_peak", "finite_loss", "loss_falls"], "lr_too_low": ["lr_holds", "loss_falls"],
     "missing_zero_grad": ["grads_cleared", "grads_reach_step"], "broken_graph": ["every_param_gets_grad"],
     "frozen_params": ["every_param_changes"], "train_eval_mode": ["train_mode"],
     "data_leakage": ["causal", "targets_shifted"], "exception": [], "shape_mismatch": [], "oom": [], "hang": [],
 }
 DEFAULT_SCRIPT_CHECKS = ["finite_loss", "loss_falls"]
-ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "grad_norm_bounded", "loss_falls", "grads_cleared", "grads_reach_step",
+ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "grad_norm_bounded", "loss_falls", "grads_cleared", "grads_reach_step",
               "every_param_gets_grad", "every_param_changes", "train_mode", "causal", "targets_shifted"]
-# a diverging run must at least not end above where it started; a slow one must make progress
-SCRIPT_MIN_DROP = {"lr_too_high": 0.0}
+# a diverging run must at least not end above where it started (a slow one must make progress); a hang shows
+# within a few steps, and a shorter limit keeps a hung test from holding the suite for minutes
+SCRIPT_OVERRIDES = {"lr_too_high": {"min_drop": 0.0}, "hang": {"steps": 30, "timeout_s": 90.0}}
 
 DEFAULT_NAMES = {
     "nan_inf": "loss_stays_finite", "lr_too_high": "lr_stays_at_or_below_peak", "lr_too_low": "training_makes_progress",
@@ -306,7 +307,7 @@ def plan_params(bodies: list[RegressionTemplate], failure_mode: str, params: dic
     sc: dict[str, Any] | None = None
     if script is not None:
         sc = {**script.defaults, "checks": list(SCRIPT_CHECKS.get(failure_mode, DEFAULT_SCRIPT_CHECKS)),
-              "min_drop": SCRIPT_MIN_DROP.get(failure_mode, script.defaults["min_drop"])}
+              **SCRIPT_OVERRIDES.get(failure_mode, {})}
     for key, value in (params or {}).items():
         scoped = key.startswith("script.")
         bare = key[len("script."):] if scoped else key
@@ -788,8 +789,11 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
         raise TriageError(f"{tests_dir} exists and is not a directory", "Move that file away; tests go to tests/")
     if command:
         check_command(command, workspace_root)
-    target = _portable(target, target_file, workspace_root)
-    function = _portable(function, function_file, workspace_root)
+    used = {what for b in plan.bodies for what in b.uses.split("+")}
+    # what no body exercises stays out of the file (a factory beside a loop-only test is not imported)
+    target = _portable(target, target_file, workspace_root) if "target" in used else None
+    function = _portable(function, function_file, workspace_root) if "function" in used else None
+    command = command if "command" in used else None
     source = render_test(plan, failure_mode=failure_mode, title=slug.replace("_", " "), target=target,
                          function=function, command=command)
     if timeout_s is None:
