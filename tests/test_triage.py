@@ -161,7 +161,7 @@ def test_the_demo_triages_the_bundled_run_end_to_end():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     calls = ("tail_log(", "log_metrics(", "triage(", "write_regression_test(", "run_regression_test(", "compare_runs(",
              "journal_append(")
-    at = [r.stdout.index(c) for c in calls]
+    at = [r.stdout.index("> " + c) for c in calls]  # the calls as the demo makes them, not their mentions
     assert at == sorted(at), "the test is written before the fix and re-run before the journal"
     assert "top finding: nan_inf" in r.stdout and "fails_now=True" in r.stdout and "demo succeeded" in r.stdout
 
