@@ -343,3 +343,29 @@ def test_flat_script_is_loaded_without_running_it(workspace):
     assert case.test == "test_schedule_reaches_its_peak" and "learning_rate = 0.003 in train.py" in case.message
     assert "steps 0..200" in case.message  # the horizon read from max_iters
     assert not (workspace / "out").exists() and "iter 0" not in report.output_tail
+
+
+LM_BUGS = {  # bug -> (failure mode, file, correct text, buggy text, the test that must catch it)
+    "pad_counted_in_loss": ("loss_function", "lm_target.py", "y.reshape(-1), ignore_index=PAD)", "y.reshape(-1))",
+                            "test_pad_positions_do_not_count_in_the_loss"),
+    "targets_not_shifted": ("data_leakage", "lm_target.py", "y = seq[:, 1:].contiguous()", "y = seq[:, :-1].contiguous()",
+                            "test_targets_are_not_the_inputs"),
+    "mask_not_applied": ("data_leakage", *NANOGPT_BUGS["mask_not_applied"],
+                         "test_future_tokens_do_not_change_past_logits"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(LM_BUGS))
+def test_sequence_bug_in_the_target_is_caught_then_released_by_the_fix(workspace, bug):
+    mode, file, good, bad, catching = LM_BUGS[bug]
+    shutil.copytree(NANOGPT, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (workspace / file).read_text()
+    assert source.count(good) == 1
+    (workspace / file).write_text(source.replace(good, bad))
+    report = _write(workspace, failure_mode=mode, target="lm_target.py:make_target",
+                    target_file=workspace / "lm_target.py")
+    assert report.catches_bug, report.text()
+    assert {c.test for c in report.cases if c.outcome == "failed"} == {catching}, report.text()
+    (workspace / file).write_text(source)
+    after = _rerun(workspace, report.path)
+    assert after.passes_now, after.text()
