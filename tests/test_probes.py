@@ -368,3 +368,13 @@ def test_a_raw_unscaled_input_column_is_a_pipeline_bug_not_a_bad_init(workspace)
     """
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
     assert rep.verdict == "too_high" and "data_pipeline" in modes(rep) and "bad_init" not in modes(rep), rep.text()
+
+
+def test_class_ids_counted_from_one_are_named(workspace):
+    body = SEPARABLE.replace("y = torch.randint(0, 2, (512,), generator=g)", "y = torch.randint(1, 5, (512,), generator=g)") \
+        .replace("nn.Linear(32, 2)", "nn.Linear(32, 5)").replace('"num_classes": 2', '"num_classes": 5')
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    f = next(f for f in rep.findings if f.failure_mode == "data_pipeline" and "1-based" in f.summary)
+    assert f.confidence >= 0.5, rep.text()
+    zero_based = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE, "zb.py")))
+    assert not any("1-based" in f.summary for f in zero_based.findings)

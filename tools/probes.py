@@ -960,6 +960,24 @@ def _leakage_finding(i: InputStat, src: str) -> Finding | None:
         location=f"{i.name}[:, {i.leak_feature}]")
 
 
+def _one_based_labels(lab: LabelStat | None, src: str) -> Finding | None:
+    """Every class but 0 present, over enough labels that 0 would show by chance: class ids counted from 1.
+
+    The head is sized max+1 so nothing crashes, training looks fine, and any 0-based evaluation or class
+    mapping reads every prediction off by one.
+    """
+    c = lab.counts if lab else []
+    if len(c) < 3 or c[0] != 0 or min(c[1:]) == 0 or sum(c) < 20 * len(c):
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.55,
+        summary=f"label 0 never occurs in {sum(c)} labels while labels 1..{len(c) - 1} all do: the class ids look "
+                "1-based, so a 0-based evaluation or class mapping is off by one",
+        evidence=[Evidence(what="label counts by class id (0 first)", value=", ".join(map(str, c[:12])), source=src)],
+        fix="Map the class ids to 0..C-1 once, in the dataset, and use the same mapping for training and evaluation",
+        location=lab.name)
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -998,6 +1016,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           Evidence(what="max feature std", value=lo_hi[3], source=src)],
                 fix="Standardise each feature with the training set's mean/std (the same constants at eval time)",
                 location=i.name))
+    one_based = _one_based_labels(rep.labels, src)
+    if one_based:
+        rep.findings.append(one_based)
     if rep.labels and is_finite(rep.labels.majority_frac) and rep.labels.majority_frac > 0.9 and (rep.labels.classes_present or 0) > 1:
         rep.findings.append(Finding(
             failure_mode="data_pipeline", confidence=0.4,
