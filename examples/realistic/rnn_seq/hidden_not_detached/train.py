@@ -1,0 +1,176 @@
+"""Sentiment classification of short synthetic reviews with a 2-layer LSTM over packed sequences.
+
+Reviews are lists of word ids of varying length (6-64 words), padded per batch.
+The label is positive when the review holds more positive than negative words,
+so the model has to read the whole review.
+
+    python train.py [--epochs 5] [--batch-size 32]
+"""
+import argparse
+import random
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
+from torch.utils.data import DataLoader, Dataset
+
+PAD, UNK = 0, 1
+N_FILLER, N_POS, N_NEG = 200, 25, 25
+
+
+def make_reviews(n, seed):
+    """Word ids: 2..401 filler, then positive words, then negative words."""
+    rng = random.Random(seed)
+    pos_ids = list(range(2 + N_FILLER, 2 + N_FILLER + N_POS))
+    neg_ids = list(range(2 + N_FILLER + N_POS, 2 + N_FILLER + N_POS + N_NEG))
+    reviews, labels = [], []
+    while len(reviews) < n:
+        length = rng.randint(6, 64)
+        n_pos, n_neg = rng.randint(0, 8), rng.randint(0, 8)
+        if n_pos == n_neg or n_pos + n_neg > length:
+            continue
+        words = [rng.randint(2, 1 + N_FILLER) for _ in range(length - n_pos - n_neg)]
+        words += rng.choices(pos_ids, k=n_pos) + rng.choices(neg_ids, k=n_neg)
+        rng.shuffle(words)
+        reviews.append(words)
+        labels.append(int(n_pos > n_neg))
+    return reviews, labels
+
+
+class ReviewDataset(Dataset):
+    def __init__(self, reviews, labels):
+        self.reviews = [torch.tensor(r, dtype=torch.long) for r in reviews]
+        self.labels = labels
+
+    def __len__(self):
+        return len(self.reviews)
+
+    def __getitem__(self, i):
+        return self.reviews[i], self.labels[i]
+
+
+def collate(batch):
+    seqs, labels = zip(*batch)
+    lengths = torch.tensor([len(s) for s in seqs])
+    # pack_padded_sequence wants the batch in decreasing length order
+    lengths, order = lengths.sort(descending=True)
+    padded = pad_sequence(seqs, batch_first=True, padding_value=PAD)[order]
+    return padded, lengths, torch.tensor(labels)[order]
+
+
+class SentimentLSTM(nn.Module):
+    def __init__(self, vocab_size, emb_dim=32, hidden=64, n_layers=2, num_classes=2, drop_prob=0.2):
+        super().__init__()
+        self.n_layers, self.hidden = n_layers, hidden
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD)
+        self.lstm = nn.LSTM(emb_dim, hidden, n_layers, dropout=drop_prob, batch_first=True)
+        self.dropout = nn.Dropout(drop_prob)
+        self.fc = nn.Linear(hidden, num_classes)
+
+    def forward(self, x, lengths, hidden):
+        emb = self.embedding(x)
+        packed = pack_padded_sequence(emb, lengths, batch_first=True)
+        _, hidden = self.lstm(packed, hidden)
+        h_n = hidden[0]
+        return self.fc(self.dropout(h_n[-1])), hidden
+
+    def init_hidden(self, batch_size):
+        weight = next(self.parameters())
+        return (weight.new_zeros(self.n_layers, batch_size, self.hidden),
+                weight.new_zeros(self.n_layers, batch_size, self.hidden))
+
+
+criterion = nn.CrossEntropyLoss()
+
+
+def loss_fn(model, batch):
+    x, lengths, y = batch
+    logits, _ = model(x, lengths, model.init_hidden(x.size(0)))
+    return criterion(logits, y)
+
+
+def build(args):
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    train_x, train_y = make_reviews(args.n_train, seed=args.seed)
+    val_x, val_y = make_reviews(args.n_val, seed=args.seed + 1)
+    # equal-size batches so the hidden state can be carried from one batch to the next
+    train_loader = DataLoader(ReviewDataset(train_x, train_y), batch_size=args.batch_size,
+                              shuffle=True, collate_fn=collate, drop_last=True)
+    val_loader = DataLoader(ReviewDataset(val_x, val_y), batch_size=256, collate_fn=collate)
+    vocab_size = 2 + N_FILLER + N_POS + N_NEG
+    model = SentimentLSTM(vocab_size, args.emb_dim, args.hidden)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    return model, optimizer, train_loader, val_loader, vocab_size
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--emb-dim", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--n-train", type=int, default=4000)
+    p.add_argument("--n-val", type=int, default=800)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def make_target():
+    args = parse_args([])
+    model, optimizer, train_loader, _, _ = build(args)
+    it = iter(train_loader)
+    data = [next(it) for _ in range(4)]
+    return {"model": model, "batch": data[0], "data": data, "loss_fn": loss_fn,
+            "optimizer": optimizer,
+            "make_optimizer": lambda params: torch.optim.Adam(params, lr=args.lr),
+            "num_classes": 2, "task": "classification"}
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    model.eval()
+    total_loss, correct, n = 0.0, 0, 0
+    for x, lengths, y in loader:
+        logits, _ = model(x, lengths, model.init_hidden(x.size(0)))
+        total_loss += criterion(logits, y).item() * len(y)
+        correct += (logits.argmax(1) == y).sum().item()
+        n += len(y)
+    model.train()
+    return total_loss / n, correct / n
+
+
+def main():
+    args = parse_args()
+    print(args)
+    model, optimizer, train_loader, val_loader, vocab_size = build(args)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"vocab {vocab_size} | train {len(train_loader.dataset)} | val {len(val_loader.dataset)} | params {n_params:,}")
+    for epoch in range(1, args.epochs + 1):
+        t0 = time.time()
+        run_loss, run_correct, run_n = 0.0, 0, 0
+        h = model.init_hidden(args.batch_size)
+        for i, (x, lengths, y) in enumerate(train_loader, 1):
+            logits, h = model(x, lengths, h)
+            loss = criterion(logits, y)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            run_loss += loss.item() * len(y)
+            run_correct += (logits.argmax(1) == y).sum().item()
+            run_n += len(y)
+            if i % args.log_every == 0 or i == len(train_loader):
+                print(f"epoch {epoch} | batch {i}/{len(train_loader)} | loss {run_loss / run_n:.4f} | acc {run_correct / run_n:.3f}")
+                run_loss, run_correct, run_n = 0.0, 0, 0
+        val_loss, val_acc = evaluate(model, val_loader)
+        print(f"epoch {epoch} | val_loss {val_loss:.4f} | val_acc {val_acc:.3f} | {time.time() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
