@@ -66,12 +66,33 @@ class ProcessCheckReport(Report):
         return "\n".join(f"pid {p.pid} {p.verdict}: {p.why} | {p.cmdline[:120]}" for p in self.processes)
 
 
-def _matching(pattern: str) -> list[psutil.Process]:
+MAX_PATTERN_CHARS = 1000
+
+
+def _matcher(pattern: str):
+    """A case-insensitive search function for the caller's pattern, linear in the command line.
+
+    The pattern comes from the agent: a backtracking engine (`re`) on `(a+)+$` holds the GIL for
+    minutes and freezes the whole server, so patterns go through RE2, which has no backtracking.
+    What RE2 cannot parse (backreferences, lookaround, plain typos) is matched as a substring.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise TriageError(f"pattern is {len(pattern)} characters long (at most {MAX_PATTERN_CHARS})",
+                          "Pass a short regex or substring of the training command line, e.g. 'train.py'")
+    import re2  # only process_check needs it; keeps it off the server's start-up
+
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # RE2 would print every unparsable pattern to stderr
     try:
-        rx = re.compile(pattern, re.I)
-        match = rx.search
-    except re.error:
-        match = lambda s: pattern.lower() in s.lower()  # noqa: E731 - not a regex: a plain substring
+        return re2.compile(pattern, options).search
+    except re2.error:
+        needle = pattern.lower()
+        return lambda s: needle in s.lower()
+
+
+def _matching(pattern: str) -> list[psutil.Process]:
+    match = _matcher(pattern)
     me = os.getpid()
     skip = {me, *(p.pid for p in psutil.Process(me).parents())}
     out = []
