@@ -310,16 +310,32 @@ def read_journal(path: Path) -> str | None:
         raise TriageError(f"cannot read the journal {path}: {e.strerror}", "Check the path and its permissions")
 
 
+MAX_QUERY_CHARS = 1000
+MAX_QUERY_TERMS = 32
+
+
+def _terms(query: str | None) -> list[str]:
+    """The query's distinct words: each costs one pass over every entry, so their number is bounded."""
+    if query and len(query) > MAX_QUERY_CHARS:
+        raise TriageError(f"query is {len(query)} characters long (at most {MAX_QUERY_CHARS})",
+                          "Search with a few words from the symptom or error, e.g. 'nan loss fp16'")
+    terms = list(dict.fromkeys((query or "").lower().split()))
+    if len(terms) > MAX_QUERY_TERMS:
+        raise TriageError(f"query has {len(terms)} distinct words (at most {MAX_QUERY_TERMS})",
+                          "Search with the few words that identify the failure, e.g. 'nan loss fp16'")
+    return terms
+
+
 def journal_search(path: Path, query: str | None = None, failure_mode: str | None = None,
                    limit: int = 20) -> JournalSearchReport:
     """Entries matching any word of `query` (most words matched first, then newest) and/or `failure_mode`."""
     if failure_mode is not None and failure_mode not in FAILURE_MODES:
         raise TriageError(f"unknown failure_mode {failure_mode!r}", "Use one of: " + ", ".join(FAILURE_MODES))
+    terms = _terms(query)
     text = read_journal(path)
     if text is None:
         return JournalSearchReport(path=str(path), exists=False, total_entries=0, query=query, failure_mode=failure_mode)
     entries = parse_journal(text)
-    terms = [t for t in (query or "").lower().split() if t]
     scored = []
     for index, e in enumerate(entries):
         if failure_mode and e.failure_mode != failure_mode:
