@@ -1041,3 +1041,15 @@ def test_the_configured_lr_is_the_last_one_the_log_states(tmp_path):
     r = log_metrics(p)
     f = lr_findings(r)[0]
     assert "configured learning_rate=0.0006" in f.summary and "3.3x" in f.summary
+
+
+def test_megatron_nan_iteration_counter_is_not_a_nan(tmp_path):
+    from tools.logs import tail_log
+    log = tmp_path / "megatron.log"
+    log.write_text("".join(
+        f" iteration {i:8d}/     200 | lm loss: {4.0 / i:.6E} | grad norm: 1.234 | number of skipped iterations:   0 | "
+        "number of nan iterations:   0 |\n" for i in range(1, 30)))
+    rep = tail_log(log, 20)
+    assert all(e.kind != "nan_inf" for e in rep.events), rep.events
+    log.write_text(log.read_text() + " iteration       30/     200 | lm loss: nan | number of nan iterations:   1 |\n")
+    assert any(e.kind == "nan_inf" for e in tail_log(log, 20).events)

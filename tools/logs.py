@@ -136,7 +136,10 @@ _KIND_RES: list[tuple[str, re.Pattern]] = [
     ("nccl", re.compile(r"^(?=.*nccl)(?=.*(?:error|warn|timeout|timed out|abort|fail))|Watchdog caught collective", re.I)),
     ("segfault", re.compile(r"Segmentation fault|SIGSEGV|SIGBUS|Bus error|core dumped|Fatal Python error|signal 11\b|SIGABRT", re.I)),
     ("killed", re.compile(r"(?:^|\s)Killed\b|SIGKILL|SIGTERM|[Ss]ignal (?:9|15)\b|exit ?code\W{0,3}-?(?:9|137|143)\b")),
-    ("nan_inf", re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w])|non-finite|not finite", re.I)),
+    # a NaN value, not a counter's name: Megatron prints "number of nan iterations: 0" on every line
+    ("nan_inf", re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w])"
+                           r"(?!\s+(?:iterations?|iters?|steps?|count|checks?|values?|grads?|detect\w*)\b)"
+                           r"|non-finite|not finite", re.I)),
     ("warning", re.compile(r"\w*Warning:|\bWARN(?:ING)?\b|^\[W\d*\s")),
 ]
 _EVENT_HINT = re.compile(r"nan|inf(?!o)|finite|memory|oom|nccl|collective|segment|sigsegv|sigbus|bus error|core dump|"

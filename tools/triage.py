@@ -196,8 +196,8 @@ async def triage(
                     f = _timeout_finding(name, msg, prog.ticks)
                     if f is not None:
                         found.append((name, f))
-                        # every later probe runs the same data and steps: it would wait just as long
-                        state["decisive"] = state["decisive"] or name
+                        if f.confidence >= DECISIVE:  # every later probe runs the same data: it would wait too
+                            state["decisive"] = state["decisive"] or name
                 return
             finally:
                 state["done"] += 1
@@ -239,7 +239,7 @@ async def triage(
             findings = [Finding(failure_mode="healthy", confidence=0.0,
                                 summary="nothing was checked: every step was skipped or failed (see steps)",
                                 evidence=[Evidence(what="steps that ran clean", value=0, source="triage")],
-                                fix="Raise budget_s or fix the errors the steps report, then triage again")]
+                                fix="Raise budget_s or fix the errors the steps report, then triage again")] + weak
         else:
             findings = [Finding(failure_mode="healthy",
                                 confidence=(0.7 if len(probes_ok) >= 3 else 0.4) - (0.1 if weak else 0.0),
@@ -261,7 +261,7 @@ WAITS = re.compile(r"\b(get|wait|acquire|_poll|poll|select|recv|accept|sleep|joi
 def stack_of(message: str) -> list[str]:
     """The main thread's frames (innermost first) from a faulthandler dump in a probe's stderr tail."""
     lines = message.splitlines()
-    starts = [i for i, l in enumerate(lines) if re.match(r"(Current thread|Thread) 0x", l)]
+    starts = [i for i, l in enumerate(lines) if re.match(r"(Current thread|Thread) 0x", l.strip())]
     if not starts:
         return []
     blocks = [lines[a + 1:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
@@ -271,19 +271,22 @@ def stack_of(message: str) -> list[str]:
 
 
 def _timeout_finding(step: str, message: str, ticks: int) -> Finding | None:
-    """A probe that never completes a step is evidence of a hang; one that made progress was only slow."""
+    """A probe that completed no step and whose stack sits in a wait is hung; one that made progress, or whose
+    stack dump shows it computing, was only slow (a loaded machine); with no stack to read it is a hypothesis."""
     if ticks > 1:
         return None
     frames = stack_of(message)
     wait = next((f for f in frames if WAITS.search(f)), None)
+    if frames and not wait:
+        return None
     user = next((f for f in frames if "/torch/" not in f and "/mltriage_" not in f and "/lib/python" not in f), None)
     where = (user or wait or "").replace("File ", "")
     ev = [Evidence(what="probe outcome", value="timeout with no completed step", source=step)]
     if wait:
         ev.append(Evidence(what="innermost wait in the stack dump", value=wait.replace("File ", "")[:200], source=step))
-    return Finding(failure_mode="hang", confidence=0.85 if wait else 0.6,
+    return Finding(failure_mode="hang", confidence=0.85 if wait else 0.4,
                    summary=(f"{step} completed no step before its timeout"
-                            + (f": it waits in {where[:160]}" if where else ": a training step or the data loader blocks")),
+                            + (f": it waits in {where[:160]}" if where else " (no stack to tell a hang from a slow step)")),
                    evidence=ev, location=where[:200] or None,
                    fix="Read where it waits (process_check(stack=True) on the real run): a data-loader queue with no "
                        "producer, a lock, a collective one rank never reaches; fix that wait, not the timeout")
