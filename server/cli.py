@@ -24,15 +24,26 @@ def _serve(args) -> int:
     # Start-up allocates some hundred thousand long-lived objects (the SDK's and our pydantic models
     # and schemas); collecting while they are built costs ~9% of the start-up CPU and frees ~3 MB.
     # Freezing them afterwards keeps them out of every later collection.
+    http = None
+    if args.http:
+        from server import http_auth
+
+        try:  # before loading the server: a bad address or missing token is a one-line error
+            http = http_auth.settings(args.http, args.allow_host)
+        except http_auth.HttpConfigError as e:
+            print(f"mltriage: {e}", file=sys.stderr)
+            return 2
+    elif args.allow_host:
+        print("mltriage: --allow-host only applies with --http", file=sys.stderr)
+        return 2
     gc.disable()
     try:
         server = _load_server(args)
     finally:
         gc.freeze()
         gc.enable()
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
+    if http:
+        http_auth.serve(server, http)
     else:
         server.run("stdio")
     return 0
@@ -110,7 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the MCP server (stdio, or --http HOST:PORT)")
     _add_workspace(serve)
-    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio (loopback by default)")
+    serve.add_argument("--http", metavar="HOST:PORT",
+                       help="serve streamable HTTP instead of stdio; needs 'Authorization: Bearer TOKEN' "
+                            "(TOKEN from MLTRIAGE_HTTP_TOKEN, else generated and printed to stderr; "
+                            "a non-loopback HOST needs MLTRIAGE_HTTP_TOKEN)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="with --http: another Host/Origin name clients may use (DNS-rebinding protection); repeatable")
     serve.set_defaults(func=_serve)
 
     demo = sub.add_parser("demo", help="triage a bundled broken run end to end through a real MCP client")
