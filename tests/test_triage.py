@@ -203,3 +203,13 @@ def test_a_budget_too_small_for_any_step_says_nothing_was_checked():
 
     rep = run(lambda: triage([("nan_hook_run", never, 60.0)], budget_s=1.0))
     assert rep.findings[0].confidence == 0.0 and "nothing was checked" in rep.findings[0].summary
+
+
+def test_a_nan_only_the_log_shows_yields_to_the_loop_bug_that_causes_it():
+    nan = Finding(failure_mode="nan_inf", confidence=0.9, summary="mse_loss became non-finite at step 10")
+    cause = Finding(failure_mode="missing_zero_grad", confidence=0.75, summary="optimizer.step() every micro-batch")
+    ranked = merge_findings([("log_metrics", nan), ("static_scan", cause)])
+    assert ranked[0].failure_mode == "missing_zero_grad"
+    localised = Finding(failure_mode="nan_inf", confidence=0.9, summary="log(0) in loss_fn")
+    ranked = merge_findings([("nan_hook_run", localised), ("static_scan", cause)])
+    assert ranked[0].failure_mode == "nan_inf"  # a probe that names the op keeps the NaN first

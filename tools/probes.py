@@ -231,6 +231,17 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
     # "no_update" with a gradient a million times below the largest is a vanishing gradient that rounds
     # away in float32, not a parameter the optimizer skips
     max_g = max((p.grad_norm for p in trainable if is_finite(p.grad_norm)), default=0.0)
+    if trainable and all("lr_zero" in p.flags for p in trainable):
+        # every group at lr 0 is the schedule's value at this step (a warmup from 0, a decay that ended), not a
+        # parameter left out
+        out.append(Finding(
+            failure_mode="lr_too_low", confidence=0.4,
+            summary=f"the LR is 0 for every parameter group at step {rep.step}: a warmup that starts at 0, or a "
+                    "schedule that has already decayed to 0",
+            evidence=[Evidence(what="lr of every param group", value=0.0, source=src),
+                      Evidence(what="step", value=rep.step, source=src)],
+            fix="Check the schedule over the whole run (schedule_check, or the lr series in log_metrics)"))
+        trainable = [p for p in trainable if "lr_zero" not in p.flags]
     frozen = [p for p in trainable if p.grad_norm not in (None, 0.0)
               and ({"not_in_optimizer", "lr_zero"} & set(p.flags)
                    or ("no_update" in p.flags and is_finite(p.grad_norm) and p.grad_norm >= 1e-6 * max_g))]

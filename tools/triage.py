@@ -25,6 +25,8 @@ GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
 PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_norm_snapshot", "data_check",
                     "sequence_check", "schedule_check"})
+# Bugs whose usual symptom is a loss that turns NaN: when the NaN comes only from the log, they explain it.
+DIVERGENCE_CAUSES = ("missing_zero_grad", "lr_too_high", "loss_function", "train_eval_mode", "data_pipeline", "bad_init")
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
@@ -110,6 +112,13 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         top = by_mode[cause.failure_mode][0]
         if nan.confidence >= top.confidence:
             nan.confidence = max(0.0, top.confidence - 0.05)
+    # a NaN only the log shows (no probe localised an op) is a symptom: a bug that makes training diverge,
+    # found in the code or measured, is its cause and leads
+    if "nan_inf" in by_mode and not by_mode["nan_inf"][2]:
+        nan = by_mode["nan_inf"][0]
+        causes = [by_mode[m][0] for m in DIVERGENCE_CAUSES if m in by_mode and by_mode[m][0].confidence >= 0.6]
+        if causes and nan.confidence >= max(c.confidence for c in causes):
+            nan.confidence = max(0.0, max(c.confidence for c in causes) - 0.05)
     ranked = sorted((f for f, _, _ in by_mode.values()), key=lambda f: -f.confidence)
     return [f for f in ranked if f.failure_mode != "healthy"] or ranked
 
