@@ -24,7 +24,24 @@ grad_norm_snapshot, data_check) or let triage walk the decision tree. Do not cha
 hyperparameters before the probes have ruled out a bug. After a fix: journal_append and
 write_regression_test. Paths are relative to the workspace."""
 
-mcp = MCPServer("mltriage", instructions=INSTRUCTIONS, extensions=[SkillsExtension()])
+def _version() -> str:
+    """The installed package's version, or pyproject's when run from a checkout that is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("mltriage")
+    except metadata.PackageNotFoundError:
+        import re  # tomllib is 3.11+; the [project] version line is all that is needed
+
+        try:
+            text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+        except OSError:
+            return "unknown"
+        found = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
+        return found.group(1) if found else "unknown"
+
+
+mcp = MCPServer("mltriage", version=_version(), instructions=INSTRUCTIONS, extensions=[SkillsExtension()])
 
 workspace = Workspace(Path.cwd())
 

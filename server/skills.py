@@ -210,3 +210,23 @@ def use_skill(name: str) -> list[UserMessage]:
 
 _register_resources(discover())
 _install_extension()
+
+
+# --- prompt errors ---------------------------------------------------------------------------
+_sdk_get_prompt = mcp.get_prompt
+
+
+async def _get_prompt(name: str, arguments: dict | None = None, context=None):
+    """The SDK rejects an unknown prompt or a missing argument with a plain ValueError, which reaches
+    the client as error code 0; the spec asks for -32602 (invalid params), so decide those here."""
+    prompts = await mcp.list_prompts()
+    prompt = next((p for p in prompts if p.name == name), None)
+    if prompt is None:
+        raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; available: {', '.join(p.name for p in prompts)}")
+    missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
+    if missing:
+        raise MCPError(INVALID_PARAMS, f"prompt {name!r} needs the argument(s): {', '.join(missing)}")
+    return await _sdk_get_prompt(name, arguments, context)
+
+
+mcp.get_prompt = _get_prompt  # the SDK's handler looks the method up on the instance

@@ -329,7 +329,11 @@ def _slug(text: str) -> str:
 def launch(root: Path, command: list[str] | str, log_path: Path, name: str | None = None,
            python: str | None = None) -> RunStarted:
     """Start `command` in the background (own session, cwd = workspace) with the live instrument."""
-    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    except ValueError as e:  # an unclosed quote or a trailing backslash
+        raise TriageError(f"cannot parse the command {command!r}: {e}",
+                          "Close the quote, or pass the command as a list, e.g. ['python', 'train.py', '--lr', '0.1']") from None
     if not argv:
         raise TriageError("empty command", "Pass the training command, e.g. ['python', 'train.py']")
     if argv[0] in ("python", "python3"):  # the user's interpreter, as every probe uses
