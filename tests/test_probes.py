@@ -378,3 +378,27 @@ def test_class_ids_counted_from_one_are_named(workspace):
     assert f.confidence >= 0.5, rep.text()
     zero_based = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE, "zb.py")))
     assert not any("1-based" in f.summary for f in zero_based.findings)
+
+
+def test_a_loader_that_yields_its_first_batch_every_time_is_named(workspace):
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def make_target():
+            torch.manual_seed(0)
+            loader = DataLoader(TensorDataset(torch.randn(512, 6), torch.randint(0, 3, (512,))), batch_size=32)
+            data = [next(iter(loader)) for _ in range(8)]     # a fresh iterator every step
+            model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+            return {"model": model, "data": data, "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                    "num_classes": 3}
+    """
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    f = next(f for f in rep.findings if f.failure_mode == "data_pipeline" and "identical" in f.summary)
+    assert f.confidence >= 0.7
+    fixed = run(lambda: P.data_check(workspace, inline_target(
+        workspace, body.replace("data = [next(iter(loader)) for _ in range(8)]", "it = iter(loader); data = [next(it) for _ in range(8)]"),
+        "fixed.py")))
+    assert not any("identical" in f.summary for f in fixed.findings)

@@ -1027,6 +1027,16 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           Evidence(what="max feature std", value=lo_hi[3], source=src)],
                 fix="Standardise each feature with the training set's mean/std (the same constants at eval time)",
                 location=i.name))
+    same = raw.get("identical_batches") or {}
+    if same.get("batches", 0) >= 3 and same.get("equal_to_first") == same.get("batches"):
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.75,
+            summary=f"all {same['batches']} batches the data yields are identical: the loop trains on one batch "
+                    "over and over (a fresh iter(loader) each step returns its first batch)",
+            evidence=[Evidence(what="batches equal to the first, tensor for tensor",
+                               value=f"{same['equal_to_first']} of {same['batches']}", source=src)],
+            fix="Create the iterator once (it = iter(loader), or a cycling iterator) and call next(it) each step",
+            avoid="Do not read the falling train loss as learning: the model memorises one batch"))
     one_based = _one_based_labels(rep.labels, src)
     if one_based:
         rep.findings.append(one_based)

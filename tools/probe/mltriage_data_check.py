@@ -106,6 +106,16 @@ def alignment(target, model, batches, label, steps):
             "permuted": {"first_loss": v[3], "last_train_loss": v[4], "held_out_loss": v[5]}}
 
 
+def same_content(batches) -> dict | None:
+    """How many of the data's batches equal the first one, tensor for tensor (next(iter(loader)) every step)."""
+    if len(batches) < 3:
+        return None
+    first = [t for _, t in T.flatten(batches[0])]
+    same = sum(all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, [t for _, t in T.flatten(x)]))
+               for x in batches[1:])
+    return {"batches": len(batches), "equal_to_first": same + 1}
+
+
 def run(job):
     a = job.args
     target = load_target(a["target"], a["workspace"])
@@ -119,12 +129,14 @@ def run(job):
     except Exception as e:  # noqa: BLE001
         raise UserCodeError("forward", e) from e
     label = T.label_slot(batches[0], spy)
+    report_same = same_content(batches) if target.data is not None else None
     tensors: dict = {}
     for b in batches:
         for path, t in T.flatten(b, "batch"):
             tensors.setdefault(path, []).append(t)
     label_key = f"batch{label}" if label is not None else None
-    report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": []}
+    report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": [],
+              "identical_batches": report_same}
     y = _concat(tensors[label_key]) if label_key in tensors else None
     for path, ts in tensors.items():
         if path == label_key:
