@@ -56,8 +56,15 @@ def test_mcp_client_without_token_cannot_connect(workspace):
                 async with client(port, None) as c:
                     await c.list_tools()
 
-        with pytest.raises(BaseException):  # noqa: B017 - the SDK surfaces the 401 as its own error type
+        with pytest.raises(BaseException) as refused:  # noqa: B017 - the SDK wraps the 401 in task groups
             run(body)
+
+    def leaves(e):
+        return [x for sub in e.exceptions for x in leaves(sub)] if hasattr(e, "exceptions") else [e]
+
+    from mcp.shared.exceptions import MCPError
+
+    assert any(isinstance(e, MCPError) and "error response" in e.message for e in leaves(refused.value)), refused.value
 
 
 def test_generated_token_is_printed_once_and_works(workspace):
