@@ -44,6 +44,8 @@ def test_triage_names_log_zero_nan_first_and_stops_probing_early(workspace, no_s
     assert status["overfit_test"] == "skipped"  # the tree stopped at the first decisive match
     text = text_of(r)
     assert "Most likely cause" in text and "Fix:" in text
+    import json
+    assert len(json.dumps(s)) <= 4000, len(json.dumps(s))  # compact by default
     assert any(n["tool"] == "write_regression_test" for n in s["next_steps"])
 
 

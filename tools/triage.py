@@ -134,6 +134,15 @@ ALWAYS = frozenset({"static_scan", "tail_log", "log_metrics", "init_loss_check",
 READ_ONLY = frozenset({"static_scan", "tail_log", "log_metrics"})
 
 
+MAX_FINDINGS, MAX_EVIDENCE, MAX_SUMMARY = 6, 4, 200
+
+
+def _short(text: str) -> str:
+    """A step's one-line summary: the first line, cut (a timeout's stderr tail belongs to the probe's own report)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= MAX_SUMMARY else line[:MAX_SUMMARY - 1] + "…"
+
+
 class Skip(Exception):
     """A step that decides, from what earlier steps saw, that it has nothing to add."""
 
@@ -200,7 +209,7 @@ async def triage(
             except (TriageError, TimeoutError) as e:
                 msg = str(e) or "the step did not finish within the budget"
                 status = "timeout" if isinstance(e, TimeoutError) or "did not finish" in msg else "error"
-                ran[i] = TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=msg[:500])
+                ran[i] = TriageStep(name=name, status=status, seconds=time.monotonic() - t, summary=_short(msg))
                 if status == "timeout" and left >= cap:  # cut short by the budget says nothing
                     f = _timeout_finding(name, msg, prog.ticks)
                     if f is not None:
@@ -213,7 +222,7 @@ async def triage(
             real = [f for f in report.findings if f.failure_mode != "healthy"]
             found.extend((name, f) for f in report.findings)
             ran[i] = TriageStep(name=name, status="ok", seconds=time.monotonic() - t,
-                                summary=report.headline()[:500], findings=[f.failure_mode for f in real])
+                                summary=_short(report.headline()), findings=[f.failure_mode for f in real])
             strong = [f for f in real if f.confidence >= DECISIVE]
             if state["decisive"] is None and strong:
                 if base in READ_ONLY:
@@ -257,6 +266,8 @@ async def triage(
                                 evidence=[Evidence(what="steps that ran clean", value=len(checked), source="triage")],
                                 fix="Nothing to fix by these checks; if the run still disappoints, read the curve "
                                     "(log_metrics with plot=True) and compare against a baseline run.")] + weak
+    # compact by default: an agent pays for every character (the evidence of a merged finding can run long)
+    findings = [f.model_copy(update={"evidence": f.evidence[:MAX_EVIDENCE]}) for f in findings[:MAX_FINDINGS]]
     return TriageReport(findings=findings, healthy=healthy, decisive_step=decisive, steps=ran,
                         next_steps=next_steps(findings, frozenset(s.name for s in ran if s.status == "ok"))
                         if next_steps else [], budget_s=budget_s,
