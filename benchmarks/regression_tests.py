@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -172,15 +173,35 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=120.0, help="triage budget per run, seconds")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", type=Path, help="append each finished run's row to this JSONL file as it completes; "
+                                            "runs already in it are skipped (resume a long benchmark)")
+    ap.add_argument("--table-from", type=Path, help="print the table of a --rows file and exit")
     ap.add_argument("--complete", action="store_true",
                     help="what-if, not the measured number: add the command (and an LR schedule function) to triage's "
                          "suggestion when it lacks them")
     a = ap.parse_args()
+    if a.table_from:
+        rows = [json.loads(line) for line in a.table_from.read_text().splitlines() if line.strip()]
+        print(table(rows))
+        return 0
     runs = [(p, m) for p, m in gallery(a.gallery) if m["gallery"] == "toy" or a.split == "all" or m["split"] == a.split]
     if a.only:
         runs = [(p, m) for p, m in runs if p.name in a.only]
+    done = []
+    if a.rows and a.rows.exists():
+        done = [json.loads(line) for line in a.rows.read_text().splitlines() if line.strip()]
+        runs = [(p, m) for p, m in runs if m.get("name", p.name) not in {r["name"] for r in done}]
+    lock = threading.Lock()
+
+    def measure(pm):
+        row = one(pm[0], pm[1], a.steps, a.budget, a.complete)
+        if a.rows:
+            with lock, open(a.rows, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        return row
+
     with ThreadPoolExecutor(a.jobs) as pool:
-        rows = list(pool.map(lambda pm: one(pm[0], pm[1], a.steps, a.budget, a.complete), runs))
+        rows = done + list(pool.map(measure, runs))
     if a.json:
         print(json.dumps(rows, indent=1))
     if a.complete:
