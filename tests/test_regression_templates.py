@@ -1,9 +1,11 @@
-"""Regression-test templates: each generated test FAILS on a broken example and PASSES on its fixed twin.
+"""Regression tests: each generated test FAILS on the bug and PASSES on the fix, on code where the bug lives.
 
-The acceptance run renders every (example, template) pair into two workspaces — one with the broken
-`train.py`, one with `train_fixed.py` copied over it (what the demo does) — and runs pytest once per
-workspace, in parallel; each pair is then judged from the JUnit report. The tool path itself
-(import check, never overwrite, pytest in a subprocess, timeout) is tested further down.
+The acceptance run renders every (toy example, template) pair into two workspaces (the broken `train.py`
+and `train_fixed.py` copied over it) and runs pytest once per workspace, in parallel; each pair is judged
+from the JUnit report. Further down: the tool path (written before the fix, run at once, never overwrite,
+timeouts), the bugs of issue 14 that live in the user's own loop and model on a nanoGPT-style fixture
+(schedule, causal mask, zero_grad order, padding, unshifted targets), each caught by a test of the user's
+code and released by the fix, and the verdicts (a test that passes on the bug is never called a catch).
 """
 
 import os
@@ -369,3 +371,30 @@ def test_sequence_bug_in_the_target_is_caught_then_released_by_the_fix(workspace
     (workspace / file).write_text(source)
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()
+
+
+def test_verdicts_never_call_a_passing_or_setup_failing_test_a_catch():
+    from tools.regression import CaseResult, PytestRun, judge_before_fix
+
+    def judge(status, *cases, mode="nan_inf"):
+        run = PytestRun(status, [CaseResult(**c) for c in cases], {"passed": 0, "failed": 1}.get(status, 2), 1.0, "py", "")
+        return judge_before_fix(run, mode, 60.0)
+
+    fails, catches, verdict, _ = judge("passed", {"test": "a", "outcome": "passed"})
+    assert (fails, catches) == (False, False) and verdict.startswith("DOES NOT CATCH THE BUG")
+    fails, catches, verdict, _ = judge("passed", {"test": "a", "outcome": "skipped", "message": "no pad id"})
+    assert (fails, catches) == (False, False) and "every test skipped" in verdict and "no pad id" in verdict
+    fails, catches, verdict, msg = judge("failed", {"test": "a", "outcome": "failed", "kind": "setup",
+                                                    "message": "Failed: set PARAMS['horizon']"})
+    assert (fails, catches) == (True, False) and "reason of its own" in verdict
+    fails, catches, verdict, msg = judge("failed", {"test": "a", "outcome": "failed", "kind": "assertion",
+                                                    "message": "AssertionError: the loss was nan at step 3; expected"})
+    assert (fails, catches, msg) == (True, True, "AssertionError: the loss was nan at step 3; expected")
+    _, catches, verdict, _ = judge("failed", {"test": "a", "outcome": "failed", "kind": "exception",
+                                              "message": "RuntimeError: shape"}, mode="shape_mismatch")
+    assert catches and "make sure it is the bug" not in verdict
+    _, catches, verdict, _ = judge("failed", {"test": "a", "outcome": "failed", "kind": "exception",
+                                              "message": "RuntimeError: shape"})
+    assert catches and "make sure it is the bug" in verdict
+    fails, catches, verdict, _ = judge("timeout")
+    assert (fails, catches) == (True, False) and "not a symptom" in verdict
