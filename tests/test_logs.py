@@ -232,6 +232,12 @@ def test_a_stale_log_a_live_process_still_writes_is_a_hang(tmp_path):
         assert r.last_step == 30 and f"pid {proc.pid}" in r.findings[0].summary
         os.kill(proc.pid, signal.SIGSTOP)  # Ctrl-Z'd: still a hang, and the finding says why
         try:
+            import psutil
+            import time
+            for _ in range(200):  # the signal is delivered asynchronously: wait until the kernel says so
+                if psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED:
+                    break
+                time.sleep(0.05)
             r = tail_log(p, 20)
             assert r.writers[0].status == "stopped" and "stopped" in r.findings[0].summary
         finally:

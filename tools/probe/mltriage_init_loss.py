@@ -114,7 +114,9 @@ def run(job):
     total = loss
     # compare like with like: the standard loss term per element, not a sum over features (reduction="sum")
     # or a total that adds a KL/regulariser term
-    if spy.reduction in ("sum", "none") or (math.isfinite(spy_loss) and abs(spy_loss - loss) > 1e-3 * (1 + abs(loss))):
+    # (a negative total built on a non-negative term is a flipped sign: keep the total, it is the finding)
+    if (spy.reduction in ("sum", "none") or (math.isfinite(spy_loss) and abs(spy_loss - loss) > 1e-3 * (1 + abs(loss)))) \
+            and not (loss < 0 <= spy_loss):
         loss = spy_loss if math.isfinite(spy_loss) else loss
     out_width = out.shape[-1] if out is not None and out.dim() >= 2 else None
     expected, derivation = expected_loss(spy, target, out_width)
