@@ -95,7 +95,7 @@ async def write_regression_test(
                     "sets X only for the script run; unknown keys are rejected with the list")] = None,
     python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
     timeout_s: Annotated[float | None, Field(gt=0, le=1800, description="wall-clock limit for the pytest run "
-                                                                        "(default 120 s, plus the script's own limit)")] = None,
+                                                                        "(default 300 s, plus the script's own limit)")] = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, RegressionTestReport]:
     """Write tests/test_<name>.py that exercises the code where the bug lives, BEFORE the fix, and run it now.
