@@ -39,6 +39,7 @@ CASES = [
     ("label_leakage", "data_leakage", None, {}),
     ("shape_mismatch", "shape_mismatch", None, {}),
     ("view_after_permute", "shape_mismatch", None, {}),
+    ("view_after_permute", "exception", None, {}),
     ("double_softmax", "loss_function", None, {}),
     ("wrong_sign_loss", "loss_function", None, {}),
     ("eval_mode", "train_eval_mode", None, {}),
@@ -54,7 +55,7 @@ TARGET_TEMPLATES = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "froze
                     "bad_init": "bad_init", "data_leakage": "data_leakage", "shape_mismatch": "shape_mismatch",
                     "loss_function": "loss_function", "train_eval_mode": "train_eval_mode",
                     "data_pipeline": "data_pipeline", "update_ratio": "lr_too_high", "dead_units": "dead_units",
-                    "hang": "hang", "overfit_one_batch": "healthy"}
+                    "hang": "hang", "overfit_one_batch": "healthy", "training_step_runs": "exception"}
 
 # Until examples/missing_zero_grad exposes its step as a function, the test appends one with the same bug
 # (and its twin with the fix); an example that defines train_step itself is used as it is.

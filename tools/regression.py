@@ -93,8 +93,12 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "Iterating the data to its end and one training step each finish within a timeout (the stack is shown if not).",
        {"timeout_s": 10.0, "max_batches": 10000}),
     _T("overfit_one_batch", "target",
-       "The model overfits one batch: the loss falls well below its start within N steps.",
-       {"steps": 100, "max_final_ratio": 0.2}),
+       "The model overfits one batch: the loss falls to half its start or below within N steps.",
+       {"steps": 100, "max_final_ratio": 0.5}),
+    _T("training_step_runs", "target",
+       "Training steps on the factory's model, data, loss and optimizer run without an exception (every batch "
+       "of the data, so a short last batch is seen too).",
+       {"steps": 8, "all_batches": True}),
     # ---- the user's own function
     _T("nan_inf_function", "function",
        "FUNCTION stays finite (output and gradient) on edge tensors: zeros, one-hot, huge, constant rows.",
@@ -125,7 +129,8 @@ TARGET_FOR = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "frozen_para
               "exploding_gradients": "exploding_gradients", "vanishing_gradients": "vanishing_gradients",
               "bad_init": "bad_init", "data_leakage": "data_leakage", "shape_mismatch": "shape_mismatch",
               "loss_function": "loss_function", "train_eval_mode": "train_eval_mode", "data_pipeline": "data_pipeline",
-              "lr_too_low": "update_ratio", "lr_too_high": "update_ratio", "dead_units": "dead_units", "hang": "hang"}
+              "lr_too_low": "update_ratio", "lr_too_high": "update_ratio", "dead_units": "dead_units", "hang": "hang",
+              "exception": "training_step_runs", "oom": "training_step_runs"}
 FUNCTION_FOR = {"nan_inf": "nan_inf_function", "lr_too_high": "lr_schedule", "lr_too_low": "lr_schedule",
                 "data_leakage": "causality", "missing_zero_grad": "missing_zero_grad",
                 "train_eval_mode": "train_eval_mode"}
