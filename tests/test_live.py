@@ -202,7 +202,9 @@ def test_dead_stale_and_frozen_runs_answer_at_once_instead_of_hanging(ws):
             done = await _start(c, "normal.py", "--steps", "3", "--sleep", "0")
             frozen = await _start(c, "normal.py")
             deadline = time.monotonic() + 40
-            while (await c.call_tool("list_runs", {})).structured_content["runs"][-1]["status"] != "finished":
+            def status_of(runs, rid):
+                return next(r["status"] for r in runs if r["id"] == rid)
+            while status_of((await c.call_tool("list_runs", {})).structured_content["runs"], done) != "finished":
                 assert time.monotonic() < deadline
                 await anyio.sleep(0.3)
             t = time.monotonic()

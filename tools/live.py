@@ -479,7 +479,7 @@ def list_runs(root: Path) -> RunList:
             runs.append(run_info(root, d))
         except TriageError:
             continue
-    runs.sort(key=lambda r: r.created, reverse=True)
+    runs.sort(key=lambda r: r.age_s)  # `created` is whole seconds: two runs started in one second would tie
     return RunList(runs=runs)
 
 
