@@ -402,3 +402,81 @@ def test_a_loader_that_yields_its_first_batch_every_time_is_named(workspace):
         workspace, body.replace("data = [next(iter(loader)) for _ in range(8)]", "it = iter(loader); data = [next(it) for _ in range(8)]"),
         "fixed.py")))
     assert not any("identical" in f.summary for f in fixed.findings)
+
+
+# ------------------------------------------------------------------ the loss's input and per-row lengths
+
+PACKED_LSTM = """
+    import torch
+    from torch import nn
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
+
+    PAD = 0
+
+    def collate(seqs, labels, reorder):
+        lengths = torch.tensor([len(s) for s in seqs])
+        lengths, order = lengths.sort(descending=True)
+        padded = pad_sequence(seqs, batch_first=True, padding_value=PAD)
+        if reorder:
+            padded, labels = padded[order], labels[order]
+        return padded, lengths, labels
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(20, 8, padding_idx=PAD)
+            self.rnn = nn.GRU(8, 8, batch_first=True)
+            self.fc = nn.Linear(8, 2)
+        def forward(self, x, lengths):
+            _, h = self.rnn(pack_padded_sequence(self.emb(x), lengths, batch_first=True))
+            return self.fc(h[-1])
+
+    def make_target():
+        torch.manual_seed(0)
+        data = []
+        for _ in range(4):
+            seqs = [torch.randint(1, 20, (int(n),)) for n in torch.randint(2, 12, (16,))]
+            data.append(collate(seqs, torch.randint(0, 2, (16,)), REORDER))
+        return {"model": Net(), "batch": data[0], "data": data, "num_classes": 2,
+                "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0], b[1]), b[2])}
+"""
+
+
+def test_data_check_catches_lengths_sorted_without_reordering_the_rows(workspace):
+    spec = inline_target(workspace, "REORDER = False\n" + textwrap.dedent(PACKED_LSTM))
+    rep = run(lambda: P.data_check(workspace, spec))
+    f = next(f for f in rep.findings if "length" in f.summary)
+    assert f.failure_mode == "data_pipeline" and f.confidence >= 0.8 and "other rows" in f.summary, rep.text()
+
+
+def test_data_check_is_quiet_when_rows_and_lengths_are_sorted_together(workspace):
+    spec = inline_target(workspace, "REORDER = True\n" + textwrap.dedent(PACKED_LSTM))
+    rep = run(lambda: P.data_check(workspace, spec))
+    assert not any("length" in f.summary for f in rep.findings), rep.text()
+
+
+@pytest.mark.parametrize("head,caught", [("nn.Sigmoid()", True), ("nn.Identity()", False)])
+def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, caught):
+    spec = inline_target(workspace, f"""
+        import torch
+        from torch import nn
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(64, 6)
+            y = (x[:, :1] > 0).float()
+            model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1), {head})
+            return {{"model": model, "batch": (x, y), "loss_fn": lambda m, b: nn.BCEWithLogitsLoss()(m(b[0]), b[1])}}
+    """)
+    rep = run(lambda: P.init_loss_check(workspace, spec))
+    hit = [f for f in rep.findings if f.failure_mode == "loss_function" and "sigmoid" in f.summary]
+    assert bool(hit) == caught, rep.text()
+
+
+def test_crash_messages_are_classified_alike_everywhere():
+    from tools.failure_modes import crash_mode
+
+    assert crash_mode("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)") == "shape_mismatch"
+    assert crash_mode("Dimension out of range (expected to be in range of [-1, 0], but got 1)") == "shape_mismatch"
+    assert crash_mode("CUDA out of memory. Tried to allocate 2.00 GiB") == "oom"
+    assert crash_mode("element 0 of tensors does not require grad and does not have a grad_fn") == "exception"

@@ -4,6 +4,7 @@
 (skills/training-anti-patterns); every finding carries it.
 """
 
+import re
 from typing import Literal
 
 FailureMode = Literal[
@@ -62,3 +63,15 @@ FAILURE_MODES: dict[str, tuple[str, str]] = {
 
 def avoid_for(mode: str) -> str:
     return FAILURE_MODES[mode][1]
+
+
+# What torch says when tensor shapes do not fit; one classifier for every place that reads a crash message.
+_SHAPE_WORDS = re.compile(r"size of tensor|shape|mat1 and mat2|must match|broadcast|Expected input batch_size|"
+                          r"dimension|view size|size mismatch|target size|input size|expected input.*to have", re.I)
+
+
+def crash_mode(message: str) -> str:
+    """oom for memory, shape_mismatch for the messages torch raises about shapes, exception otherwise."""
+    if re.search(r"out of memory|outofmemory|DefaultCPUAllocator: can't allocate", message, re.I):
+        return "oom"
+    return "shape_mismatch" if _SHAPE_WORDS.search(message) else "exception"

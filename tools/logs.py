@@ -23,6 +23,7 @@ from tools import lr_schedule, logfields
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
+from tools.failure_modes import crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
 
 # --------------------------------------------------------------------------- shared text hygiene
@@ -381,9 +382,10 @@ def _tail_findings(r: TailLogReport) -> list[Finding]:
         if e.frame:
             ev.append(Evidence(what="innermost frame", value=e.frame, source=src))
         low = f"{e.exception_type} {e.message}".lower()
-        if "out of memory" in low or "outofmemory" in low:
+        crash = crash_mode(f"{e.exception_type} {e.message}")
+        if crash == "oom":
             mode, fix = "oom", "Reduce the batch size or sequence length, accumulate gradients, or checkpoint activations; check gpu_status for other processes holding memory"
-        elif re.search(r"shape|size mismatch|must match the size|mat1 and mat2|expected input.*to have", low):
+        elif crash == "shape_mismatch":
             mode, fix = "shape_mismatch", "Assert the tensor shapes at the frame named here and fix the producer of the wrong shape"
         elif re.search(r"\bnan\b|\binf\b|non-finite", low):
             mode, fix = "nan_inf", "Run nan_hook_run to find the first op that produces the non-finite value"

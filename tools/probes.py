@@ -17,12 +17,11 @@ from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import PROBE_DIR, ProbeOutcome, ProgressFn, choose_python, run_probe
+from tools.failure_modes import crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
 from tools.workspace import Workspace
 
 INJECT_DIR = PROBE_DIR / "inject"
-SHAPE_WORDS = re.compile(r"size of tensor|shape|mat1 and mat2|must match|broadcast|Expected input batch_size|"
-                         r"dimension|view size|size mismatch|target size|input size", re.I)
 
 
 # ---------------------------------------------------------------- shared report parts
@@ -851,6 +850,25 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
         rep.findings.append(Finding(failure_mode="loss_function", confidence=0.8,
                                     summary="cross_entropy receives probabilities (rows sum to 1): a double softmax",
                                     evidence=ev, fix="Remove the final softmax; cross_entropy applies log_softmax itself"))
+    li = raw.get("loss_input") or {}
+    if rep.loss_kind == "binary_cross_entropy_with_logits" and li.get("n", 0) >= 16 \
+            and is_finite(li.get("min")) and 0 <= li["min"] and li["max"] <= 1:
+        # logits at init straddle 0; all of them in [0, 1] means a sigmoid already ran (the loss stays ~ln 2 at
+        # init either way, so the initial loss alone cannot show it)
+        rep.findings.append(Finding(
+            failure_mode="loss_function", confidence=0.85,
+            summary=f"binary_cross_entropy_with_logits receives values all in [0, 1] ({_fmt(li['min'])}..{_fmt(li['max'])} "
+                    f"over {li['n']}): they are probabilities, and the loss applies its sigmoid a second time",
+            evidence=[Evidence(what="loss input min..max", value=f"{_fmt(li['min'])}..{_fmt(li['max'])}", source=src)],
+            fix="Feed the raw logits (remove the final sigmoid / nn.Sigmoid) and apply torch.sigmoid only for predictions",
+            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss"))
+    if rep.loss_kind == "nll_loss" and li.get("n", 0) >= 16 and is_finite(li.get("max")) and li["max"] > 1e-3:
+        rep.findings.append(Finding(
+            failure_mode="loss_function", confidence=0.8,
+            summary=f"nll_loss receives positive values (max {_fmt(li['max'])}): it expects log-probabilities (<= 0), "
+                    "so it is being given raw logits or probabilities",
+            evidence=[Evidence(what="loss input max", value=li["max"], source=src)],
+            fix="Apply log_softmax before nll_loss, or use cross_entropy on the raw logits"))
     if rep.constant_outputs:
         rep.findings.append(Finding(failure_mode="dead_units", confidence=0.7, summary="the output is constant across the batch at init",
                                     evidence=ev, fix="Check for an all-zero init, dead ReLUs or inputs that never reach the output"))
@@ -1037,6 +1055,23 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                                value=f"{same['equal_to_first']} of {same['batches']}", source=src)],
             fix="Create the iterator once (it = iter(loader), or a cycling iterator) and call next(it) each step",
             avoid="Do not read the falling train loss as learning: the model memorises one batch"))
+    ln = raw.get("lengths") or {}
+    if ln.get("rows", 0) >= 8 and ln.get("mismatched", 0) >= 0.25 * ln["rows"]:
+        shuffled = ln.get("same_lengths_other_rows")
+        rep.findings.append(Finding(
+            failure_mode="data_pipeline", confidence=0.85 if shuffled else 0.5,
+            summary=(f"{ln['mismatched']} of {ln['rows']} rows of {ln['tokens']} have a length in {ln['lengths']} that "
+                     "is not their own (content before the trailing padding)"
+                     + ("; the lengths are those of other rows: they were sorted without reordering the rows"
+                        if shuffled else "")),
+            evidence=[Evidence(what="rows whose length disagrees with their padding",
+                               value=f"{ln['mismatched']} of {ln['rows']}", source=src),
+                      Evidence(what="first rows: [content length, given length]", value=str(ln.get("first_rows")),
+                               source=src)],
+            location=ln.get("lengths"),
+            fix=("Sort once and apply the same permutation to every per-row tensor: lengths, order = "
+                 "lengths.sort(descending=True); x = x[order]; y = y[order] (or pack with enforce_sorted=False)"),
+            avoid="Do not drop pack_padded_sequence or tune the model: each row is read over another row's span"))
     one_based = _one_based_labels(rep.labels, src)
     if one_based:
         rep.findings.append(one_based)
@@ -1212,11 +1247,6 @@ def _script_crash(oc: ProbeOutcome, rep: ProbeReport) -> None:
                                     fix="Read the traceback (stderr tail) and fix the line it names"))
 
 
-def crash_mode(message: str) -> str:
-    """shape_mismatch for the messages torch raises about shapes, oom for memory, exception otherwise."""
-    if re.search(r"out of memory|CUDA error: out of memory|DefaultCPUAllocator: can't allocate", message, re.I):
-        return "oom"
-    return "shape_mismatch" if SHAPE_WORDS.search(message) else "exception"
 
 
 async def _script_grad(workspace_root, command, steps, python, timeout_s, on_progress) -> GradNormReport:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import PROBE_DIR, ProgressFn, choose_python, run_probe
+from tools.failure_modes import crash_mode
 from tools.report import Evidence, Finding, Num, Report
 
 INJECT_DIR = PROBE_DIR / "profile_inject"
@@ -230,8 +231,7 @@ async def profile_steps(target: str | None = None, command: list[str] | None = N
                               "Pass target='file.py:make_target' (relative to the workspace) or command=['python', 'train.py', ...]")
         where = f"{_rel(err['file'], workspace_root)}:{err['line']}" if err.get("file") else what
         msg = err["message"]
-        mode = "oom" if "out of memory" in msg.lower() else (
-            "shape_mismatch" if "shape" in msg.lower() or "size of tensor" in msg.lower() else "exception")
+        mode = crash_mode(msg)
         r = ProfileReport(mode="target" if target else "script")
         r.findings = [Finding(failure_mode=mode, confidence=0.9,
                               summary=f"the training step raised {err['type']} during {err['phase']} before it could be profiled: {msg[:300]}",

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import ProgressFn, run_probe
+from tools.failure_modes import crash_mode
 from tools.report import Evidence, Finding, Num, Report
 
 DEAD_REL = 1e-6          # |grad| below this fraction of the largest finite |grad| counts as zero
@@ -337,7 +338,7 @@ async def loss_surface(function: str, x_range, y_range, n: int = 60, plot: bool 
         err = outcome.result["error"]
         if err["kind"] == "user_code":
             where = f"{err['file']}:{err['line']}" if err.get("file") else function
-            mode = "shape_mismatch" if "shape" in err["message"].lower() or "size of tensor" in err["message"] else "exception"
+            mode = "shape_mismatch" if crash_mode(err["message"]) == "shape_mismatch" else "exception"
             report = SurfaceReport(function=function, x_range=xr, y_range=yr, n=int(n), plot="none: the function raised")
             report.findings = [Finding(
                 failure_mode=mode, confidence=0.9,

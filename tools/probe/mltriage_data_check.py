@@ -6,6 +6,7 @@ a held-out batch), and the model's train/eval mode.
 """
 
 import copy
+import time
 
 import torch
 
@@ -64,6 +65,11 @@ def leakage(x: torch.Tensor, y: torch.Tensor):
     return score
 
 
+# Each trained copy gets at most this long (at least MIN_STEPS steps): on a heavy model 40 steps can take a
+# minute on a CPU, and the comparison needs only the direction of the held-out loss.
+SECONDS, MIN_STEPS = 8.0, 10
+
+
 def alignment(target, model, batches, label, steps):
     """Held-out loss of a copy trained on the real labels vs a copy trained on permuted labels."""
     if len(batches) < 3:
@@ -83,7 +89,11 @@ def alignment(target, model, batches, label, steps):
         m.train()
         opt = target.make_optimizer(m.parameters())
         first = last = None
+        t0 = time.monotonic()
         for i in range(steps):
+            if kind == "real" and i >= MIN_STEPS and time.monotonic() - t0 > SECONDS:
+                steps = i  # a heavy model: the permuted copy trains exactly as many steps, the comparison stays fair
+                break
             opt.zero_grad(set_to_none=True)
             loss = target.loss(m, data[i % len(data)])
             loss.backward()
@@ -116,6 +126,37 @@ def same_content(batches) -> dict | None:
     return {"batches": len(batches), "equal_to_first": same + 1}
 
 
+def lengths_match_padding(batches) -> dict | None:
+    """Per-row lengths (a 1-D integer tensor, one per row) against the right padding of a (rows, time) integer
+    tensor in the same batch: sorting the lengths without reordering the rows hands each row another's length."""
+    rows = mismatched = 0
+    permuted, where = True, None
+    for b in batches:
+        ts = T.flatten(b, "batch")
+        tokens = [(p, t) for p, t in ts if t.dim() == 2 and not t.is_floating_point() and t.shape[1] > 1]
+        for lp, lens in ts:
+            if lens.dim() != 1 or lens.is_floating_point() or lens.numel() < 4:
+                continue
+            for tp, x in tokens:
+                if x.shape[0] != lens.shape[0] or int(lens.min()) < 1 or int(lens.max()) > x.shape[1]:
+                    continue
+                pad = int(torch.mode(x[:, -1]).values)  # the shortest rows end in padding
+                is_pad = (x == pad).flip(1).long().cumprod(1)  # trailing run of pad per row
+                content = x.shape[1] - is_pad.sum(1)
+                if bool((content == x.shape[1]).all()):
+                    continue  # no right padding (left-padded or full rows): nothing to compare
+                lens = lens.to(content.device).long()
+                rows += len(lens)
+                mismatched += int((content != lens).sum())
+                permuted &= bool(torch.equal(content.sort().values, lens.sort().values))
+                where = where or {"tokens": tp, "lengths": lp, "pad": pad,
+                                  "first_rows": [[int(c), int(n)] for c, n in zip(content[:4], lens[:4])]}
+                break
+    if not rows:
+        return None
+    return {"rows": rows, "mismatched": mismatched, "same_lengths_other_rows": permuted, **(where or {})}
+
+
 def run(job):
     a = job.args
     target = load_target(a["target"], a["workspace"])
@@ -136,7 +177,7 @@ def run(job):
             tensors.setdefault(path, []).append(t)
     label_key = f"batch{label}" if label is not None else None
     report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": [],
-              "identical_batches": report_same}
+              "identical_batches": report_same, "lengths": lengths_match_padding(batches)}
     y = _concat(tensors[label_key]) if label_key in tensors else None
     for path, ts in tensors.items():
         if path == label_key:
