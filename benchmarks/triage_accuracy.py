@@ -84,6 +84,7 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
                 "confidence": [round(f.confidence, 2) for f in rep.findings[:3]],
                 "max_alarm": max((f.confidence for f in rep.findings if f.failure_mode != "healthy"), default=0.0),
                 "seconds": time.monotonic() - t, "steps": {s.name: s.status for s in rep.steps},
+                "step_seconds": {s.name: round(s.seconds, 1) for s in rep.steps if s.status != "skipped"},
                 "top": rep.findings[0].summary[:200] if rep.findings else ""}
     finally:
         shutil.rmtree(ws, ignore_errors=True)
