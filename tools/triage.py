@@ -453,11 +453,20 @@ async def run_triage(
         first = loss.first_nonfinite_step if loss is not None else None
         return int(min(400, max(20, first + 10))) if isinstance(first, (int, float)) else 20
 
-    async def target_nan(t, prog):
+    def finite_log() -> None:
+        """A NaN hunt has nothing to find when the log's loss stayed finite (the script's crash, step order and
+        eval mode are measured by grad_norm_snapshot:script, which still runs)."""
         loss = log_loss()
         if loss is not None and loss.nonfinite == 0 and (loss.count or 0) >= 10:
             raise Skip(f"the log's {loss.name} series stays finite over {loss.count} points")
+
+    async def target_nan(t, prog):
+        finite_log()
         return await probes.nan_hook_run(w, target, None, 50, py, t, prog)
+
+    async def script_nan(t, prog):
+        finite_log()
+        return await probes.nan_hook_run(w, None, command, nan_steps(), py, t, prog)
 
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
     if log_file is not None:
@@ -477,7 +486,7 @@ async def run_triage(
         steps += [
             ("grad_norm_snapshot:script",
              lambda t, p: probes.grad_norm_snapshot(w, None, command, GRAD_STEPS, py, t, p), 90.0),
-            ("nan_hook_run:script", lambda t, p: probes.nan_hook_run(w, None, command, nan_steps(), py, t, p), 90.0),
+            ("nan_hook_run:script", script_nan, 90.0),
         ]
     if target:
         steps += [
