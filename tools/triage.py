@@ -20,6 +20,7 @@ from tools.report import Evidence, Finding, Report
 DECISIVE = 0.8
 # the confidence from which a finding is a verdict an agent may act on; below it, a hypothesis to confirm
 VERDICT = 0.5
+NOISE = 0.2
 # A short run, not one step: update ratios mean nothing at Adam's first step (see probes.STEADY_STEP).
 GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
@@ -245,7 +246,8 @@ async def triage(
     ran = [ran[i] for i in sorted(ran)]
     if on_progress:
         await on_progress(len(steps), len(steps), "triage: done")
-    findings = merge_findings(found)
+    # below NOISE a finding is not worth an agent's reading: it would push a real hypothesis out of the top three
+    findings = [f for f in merge_findings(found) if f.failure_mode == "healthy" or f.confidence >= NOISE]
     # below 0.5 a finding is a hypothesis to confirm, not a verdict: with nothing stronger, the run is
     # called healthy and the weak hypotheses follow it
     weak = [f for f in findings if f.failure_mode != "healthy" and f.confidence < VERDICT]
