@@ -215,3 +215,19 @@ def test_a_nan_only_the_log_shows_yields_to_the_loop_bug_that_causes_it():
     localised = Finding(failure_mode="nan_inf", confidence=0.9, summary="log(0) in loss_fn")
     ranked = merge_findings([("nan_hook_run", localised), ("static_scan", cause)])
     assert ranked[0].failure_mode == "nan_inf"  # a probe that names the op keeps the NaN first
+
+
+def test_lr_signals_that_contradict_each_other_make_no_verdict():
+    from tools.report import Report
+
+    async def high(timeout, progress):
+        return Report(findings=[Finding(failure_mode="lr_too_high", confidence=0.7, summary="update ratio 0.2")])
+
+    async def low(timeout, progress):
+        return Report(findings=[Finding(failure_mode="lr_too_low", confidence=0.6, summary="slow burn")])
+
+    rep = run(lambda: triage([("grad_norm_snapshot", high, 5.0), ("log_metrics", low, 5.0)], budget_s=60.0))
+    assert rep.healthy and rep.findings[0].failure_mode == "healthy", rep.text()
+    lr = {f.failure_mode: f for f in rep.findings[1:]}
+    assert set(lr) == {"lr_too_high", "lr_too_low"} and all(f.confidence < 0.5 for f in lr.values())
+    assert all("disagree" in f.summary for f in lr.values())

@@ -120,6 +120,15 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         causes = [by_mode[m][0] for m in DIVERGENCE_CAUSES if m in by_mode and by_mode[m][0].confidence >= 0.6]
         if causes and nan.confidence >= max(c.confidence for c in causes):
             nan.confidence = max(0.0, max(c.confidence for c in causes) - 0.05)
+    # LR too high and too low at once, both with weight: the signals contradict each other, neither is a
+    # verdict (a faint opposite hint next to a strong schedule finding is not a contradiction)
+    if "lr_too_high" in by_mode and "lr_too_low" in by_mode \
+            and min(by_mode["lr_too_high"][0].confidence, by_mode["lr_too_low"][0].confidence) >= 0.4:
+        hi, lo = by_mode["lr_too_high"][0], by_mode["lr_too_low"][0]
+        for f, other in ((hi, lo), (lo, hi)):
+            f.confidence = min(f.confidence, VERDICT - 0.05)
+            f.summary += (f" (but {other.failure_mode} is also suggested: the LR signals disagree; "
+                          "lr_range_test settles it)")
     ranked = sorted((f for f, _, _ in by_mode.values()), key=lambda f: -f.confidence)
     return [f for f in ranked if f.failure_mode != "healthy"] or ranked
 
