@@ -166,3 +166,15 @@ def test_over_stdio_links_fifos_and_loops_get_clear_tool_errors(workspace, outsi
     assert "too long" in text_of(r["long"])
     assert "outside" in text_of(r["run"])
     assert listing(outside) == before
+
+
+def test_write_regression_test_refuses_a_tests_directory_that_links_out(workspace, outside):
+    from tools.regression import write_regression_test
+
+    (workspace / "train.py").write_text("def get_lr(it):\n    return 0.1\n")
+    (workspace / "tests").symlink_to(outside, target_is_directory=True)
+    before = listing(outside)
+    with pytest.raises(TriageError, match="outside the write roots"):
+        run(lambda: write_regression_test(workspace_root=workspace, failure_mode="lr_too_high",
+                                          function="train.py:get_lr", function_file=workspace / "train.py"))
+    assert listing(outside) == before

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from tools.errors import TriageError
 from tools.failure_modes import FAILURE_MODES
 from tools.probe_runner import ProgressFn, choose_python, run_probe
+from tools.workspace import Workspace
 from tools.report import Report
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "journal_templates" / "tests"
@@ -525,7 +526,7 @@ def claim_test_file(tests_dir: Path, slug: str) -> Path:
     for i in range(1, 1000):
         path = tests_dir / (f"test_{slug}.py" if i == 1 else f"test_{slug}_{i}.py")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             continue
         os.close(fd)
@@ -792,6 +793,10 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
     """Render, check, write (never overwrite) and run one regression test on the current code; `*_file` are the
     resolved .py files of target/function."""
     plan, slug = validate(failure_mode, name, target, function, target_file, function_file, params, command, template)
+    # a tests/ that links out of the workspace is refused before anything runs; it is created (one component
+    # at a time, each checked) only once the code imports
+    ws = Workspace(workspace_root)
+    ws.write_path(f"tests/test_{slug}.py")
     tests_dir = workspace_root / "tests"
     if tests_dir.exists() and not tests_dir.is_dir():
         raise TriageError(f"{tests_dir} exists and is not a directory", "Move that file away; tests go to tests/")
@@ -814,7 +819,7 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
     if target or function:
         await progress(0, "importing the code under test")
         await _import_check(source, tests_dir / f"test_{slug}.py", workspace_root, python, IMPORT_TIMEOUT_S)
-    path = claim_test_file(tests_dir, slug)
+    path = claim_test_file(ws.directory("tests", create=True), slug)
     try:
         path.write_text(source)
     except OSError as e:
