@@ -399,3 +399,19 @@ def test_verdicts_never_call_a_passing_or_setup_failing_test_a_catch():
     assert catches and "make sure it is the bug" in verdict
     fails, catches, verdict, _ = judge("timeout")
     assert (fails, catches) == (True, False) and "not a symptom" in verdict
+
+
+def test_lengths_sorted_without_their_rows_fail_the_data_test_and_the_fix_passes(workspace):
+    from test_probes import PACKED_LSTM  # the same packed GRU target the data_check probe is tested on
+    import textwrap
+
+    (workspace / "target.py").write_text("REORDER = False\n" + textwrap.dedent(PACKED_LSTM))
+    report = _write(workspace, failure_mode="data_pipeline", target="target.py:make_target",
+                    target_file=workspace / "target.py", params={"steps": 20})
+    failing = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and "test_per_row_lengths_match_each_rows_padding" in failing, report.text()
+
+    (workspace / "target.py").write_text("REORDER = True\n" + textwrap.dedent(PACKED_LSTM))
+    after = _rerun(workspace, report.path)
+    assert not any(c.test == "test_per_row_lengths_match_each_rows_padding" and c.outcome == "failed"
+                   for c in after.cases), after.text()

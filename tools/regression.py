@@ -82,7 +82,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward).", {}),
     _T("data_pipeline", "target",
-       "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones.",
+       "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
+       "class ids start at 0; per-row lengths match each row's padding.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None}),
     _T("update_ratio", "target",
        "The update/weight ratio of the weight matrices with the user's optimizer, after a warm-up of a few steps, "
