@@ -476,8 +476,8 @@ def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, cau
         def make_target():
             torch.manual_seed(0)
             x = torch.randn(64, 6)
-            y = (x[:, :1] > 0).float()
-            model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1), {head})
+            y = (x[:, :4] > 0).float()  # four labels per row: a single logit can sit on one side of 0 by its bias
+            model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4), {head})
             return {{"model": model, "batch": (x, y), "loss_fn": lambda m, b: nn.BCEWithLogitsLoss()(m(b[0]), b[1])}}
     """)
     rep = run(lambda: P.init_loss_check(workspace, spec))

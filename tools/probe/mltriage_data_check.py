@@ -81,6 +81,7 @@ def alignment(target, model, batches, label, steps):
         return T.replace_at(b, label, lambda y: y[torch.randperm(y.shape[0], generator=g).to(y.device)])
 
     perm_train = [permuted(b) for b in train]
+    requested = steps
     state = copy.deepcopy(model.state_dict())
     results = {}
     for kind, data in (("real", train), ("permuted", perm_train)):
@@ -111,7 +112,7 @@ def alignment(target, model, batches, label, steps):
         init_held = target.loss(m0, held).detach().float()
         model.train(model_was)
     v = T.to_floats(*results["real"], *results["permuted"], init_held)
-    return {"steps": steps, "train_batches": len(train), "held_out_loss_at_init": v[6],
+    return {"steps": steps, "cut_short": steps < requested, "train_batches": len(train), "held_out_loss_at_init": v[6],
             "real": {"first_loss": v[0], "last_train_loss": v[1], "held_out_loss": v[2]},
             "permuted": {"first_loss": v[3], "last_train_loss": v[4], "held_out_loss": v[5]}}
 
