@@ -1251,8 +1251,6 @@ def _script_crash(oc: ProbeOutcome, rep: ProbeReport) -> None:
                                     fix="Read the traceback (stderr tail) and fix the line it names"))
 
 
-
-
 async def _script_grad(workspace_root, command, steps, python, timeout_s, on_progress) -> GradNormReport:
     try:
         reports, oc = await _run_script(workspace_root, command, "grad", {"step": steps}, python, timeout_s,

@@ -65,11 +65,6 @@ def leakage(x: torch.Tensor, y: torch.Tensor):
     return score
 
 
-# Each trained copy gets at most this long (at least MIN_STEPS steps): on a heavy model 40 steps can take a
-# minute on a CPU, and the comparison needs only the direction of the held-out loss.
-SECONDS, MIN_STEPS = 8.0, 10
-
-
 def alignment(target, model, batches, label, steps):
     """Held-out loss of a copy trained on the real labels vs a copy trained on permuted labels."""
     if len(batches) < 3:
@@ -92,7 +87,7 @@ def alignment(target, model, batches, label, steps):
         first = last = None
         t0 = time.monotonic()
         for i in range(steps):
-            if kind == "real" and i >= MIN_STEPS and time.monotonic() - t0 > SECONDS:
+            if kind == "real" and T.short_train_over(t0, i):
                 steps = i  # a heavy model: the permuted copy trains exactly as many steps, the comparison stays fair
                 break
             opt.zero_grad(set_to_none=True)

@@ -7,8 +7,8 @@ loss on random inputs of the same shape and scale: the same value means the inpu
 """
 
 import copy
-import time
 import math
+import time
 
 import torch
 
@@ -146,7 +146,7 @@ def random_input_test(target, model, batches, spy, steps):
         first = None
         t0 = time.monotonic()
         for i in range(steps):
-            if i >= 10 and time.monotonic() - t0 > 8.0:  # a heavy model on a CPU: the direction is enough
+            if T.short_train_over(t0, i):
                 steps = i
                 break
             b = batches[i % len(batches)]

@@ -6,6 +6,7 @@ every gradient hooked) run only after a cheap check has tripped.
 """
 
 import os
+import time
 import sys
 
 import torch
@@ -16,6 +17,16 @@ _PROBE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 # ---------------------------------------------------------------- norms, one sync
+
+# The short trainings inside a probe (random-input test, real vs permuted labels) get at most this long, and at
+# least this many steps: on a heavy model 40 steps can take a minute on a CPU, and they need only a direction.
+SHORT_TRAIN_S, SHORT_TRAIN_MIN_STEPS = 8.0, 10
+
+
+def short_train_over(start: float, step: int) -> bool:
+    """Whether a probe's short training that began at time.monotonic() == start should stop before `step`."""
+    return step >= SHORT_TRAIN_MIN_STEPS and time.monotonic() - start > SHORT_TRAIN_S
+
 
 def norms(tensors) -> torch.Tensor:
     """The L2 norm of every tensor, as one device-side vector (no host synchronisation)."""
