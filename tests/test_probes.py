@@ -492,3 +492,8 @@ def test_crash_messages_are_classified_alike_everywhere():
     assert crash_mode("Dimension out of range (expected to be in range of [-1, 0], but got 1)") == "shape_mismatch"
     assert crash_mode("CUDA out of memory. Tried to allocate 2.00 GiB") == "oom"
     assert crash_mode("element 0 of tensors does not require grad and does not have a grad_fn") == "exception"
+    # Sizes in the message, yet not operands that disagree: a layout error and a batch of one into BatchNorm.
+    assert crash_mode("view size is not compatible with input tensor's size and stride (at least one dimension "
+                      "spans across two contiguous subspaces). Use .reshape(...) instead.") == "exception"
+    assert crash_mode("Expected more than 1 value per channel when training, got input size torch.Size([1, 64])") \
+        == "exception"

@@ -70,8 +70,32 @@ _SHAPE_WORDS = re.compile(r"size of tensor|shape|mat1 and mat2|must match|broadc
                           r"dimension|view size|size mismatch|target size|input size|expected input.*to have", re.I)
 
 
+# Messages that print sizes but are not about operands whose shapes disagree: a view over non-contiguous
+# memory (a layout/stride error: .reshape or .contiguous fixes it) and BatchNorm given a batch of one (a
+# data-loader edge: drop_last fixes it). Engineers call these crashes, not shape mismatches.
+_NOT_SHAPE = re.compile(r"view size is not compatible with input tensor's size and stride|"
+                        r"Expected more than 1 value per channel", re.I)
+
+
 def crash_mode(message: str) -> str:
     """oom for memory, shape_mismatch for the messages torch raises about shapes, exception otherwise."""
     if re.search(r"out of memory|outofmemory|DefaultCPUAllocator: can't allocate", message, re.I):
         return "oom"
+    if _NOT_SHAPE.search(message):
+        return "exception"
     return "shape_mismatch" if _SHAPE_WORDS.search(message) else "exception"
+
+
+_KNOWN_CRASH_FIXES = [
+    (re.compile(r"Expected more than 1 value per channel", re.I),
+     "A batch of one row reached BatchNorm in training mode (usually the loader's last, partial batch): pass "
+     "drop_last=True to the training DataLoader, or make the dataset size not leave a remainder of 1"),
+    (re.compile(r"view size is not compatible with input tensor's size and stride", re.I),
+     "The tensor is not contiguous after a transpose/permute: use .reshape(...) or .contiguous().view(...) at the "
+     "line the traceback names"),
+]
+
+
+def crash_fix(message: str) -> str | None:
+    """A specific fix for a crash whose message alone says what to do, else None."""
+    return next((fix for pattern, fix in _KNOWN_CRASH_FIXES if pattern.search(message)), None)

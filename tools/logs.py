@@ -23,7 +23,7 @@ from tools import lr_schedule, logfields
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
-from tools.failure_modes import crash_mode
+from tools.failure_modes import crash_fix, crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
 
 # --------------------------------------------------------------------------- shared text hygiene
@@ -390,7 +390,8 @@ def _tail_findings(r: TailLogReport) -> list[Finding]:
         elif re.search(r"\bnan\b|\binf\b|non-finite", low):
             mode, fix = "nan_inf", "Run nan_hook_run to find the first op that produces the non-finite value"
         else:
-            mode, fix = "exception", f"Open {e.frame or 'the innermost frame'} and fix the cause of {e.exception_type}"
+            mode = "exception"
+            fix = crash_fix(e.message) or f"Open {e.frame or 'the innermost frame'} and fix the cause of {e.exception_type}"
         out.append(Finding(failure_mode=mode, confidence=0.9, summary=f"the run crashed with {e.exception_type}",
                            evidence=ev, fix=fix, location=e.frame))
     tb_modes = {f.failure_mode for f in out}

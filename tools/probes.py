@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import PROBE_DIR, ProbeOutcome, ProgressFn, choose_python, run_probe
-from tools.failure_modes import crash_mode
+from tools.failure_modes import crash_fix, crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
 from tools.workspace import Workspace
 
@@ -134,7 +134,8 @@ def _error_report(cls, err: dict, outcome: ProbeOutcome, **fields):
         summary=f"the target raised during {err.get('phase')}: {err['type']}: {err['message'][:300]}",
         evidence=[Evidence(what="exception", value=f"{err['type']}: {err['message'][:300]}", source=loc or "")],
         fix=("Assert the shapes you expect where the traceback points and fix the tensor that has the wrong one"
-             if mode == "shape_mismatch" else "Read the traceback tail in `error` and fix the line it names"),
+             if mode == "shape_mismatch" else
+             crash_fix(err["message"]) or "Read the traceback tail in `error` and fix the line it names"),
         location=loc)
     return cls(error=pe, findings=[finding], python=outcome.python, duration_s=outcome.duration_s, **fields)
 
@@ -1248,7 +1249,7 @@ def _script_crash(oc: ProbeOutcome, rep: ProbeReport) -> None:
                                     + ([Evidence(what="innermost frame of your code", value=where, source="script stderr")]
                                        if where else []),
                                     location=where,
-                                    fix="Read the traceback (stderr tail) and fix the line it names"))
+                                    fix=crash_fix(last) or "Read the traceback (stderr tail) and fix the line it names"))
 
 
 async def _script_grad(workspace_root, command, steps, python, timeout_s, on_progress) -> GradNormReport:
