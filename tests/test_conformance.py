@@ -47,7 +47,8 @@ def _node_missing() -> str | None:
 
 
 SKIP_REASON = _node_missing()
-pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or ""),
+              pytest.mark.usefixtures("no_stray_processes")]
 
 
 def _node_env(home: Path, **extra: str) -> dict[str, str]:
@@ -148,6 +149,39 @@ def test_inspector_cli_over_stdio(workspace, tmp_path):
 
     _check_list_and_call(call)
     assert not (workspace.parent / "escape.log").exists()
+
+
+def test_inspector_cli_modern_era_over_stdio_calls_and_verifies_the_skills_extension(workspace, tmp_path):
+    """On the 2026-07-28 era (server/discover) the skills extension is declared: skills/list with the
+    Inspector's SEP-2640 --verify checks every skill's frontmatter and sha256 digest. On the initialize
+    handshake it is not (that revision's capabilities have no `extensions`; README "Conformance")."""
+    _train_log(workspace)
+    server = [PYTHON, "-m", "server", "--workspace", str(workspace)]
+
+    def call(*args):
+        try:
+            return _inspector(tmp_path, "--cwd", str(ROOT), "-e", f"PYTHONPATH={ROOT}", *args, target=server)
+        finally:
+            _assert_no_server_left(workspace)
+
+    rc, out = call("--protocol-era", "modern", "--method", "tools/call", "--tool-name", "tail_log",
+                   "--tool-arg", "path=train.log")
+    assert rc == 0 and out["result"]["structuredContent"]["last_step"] == 2, out
+
+    home = tmp_path / "home"
+    r = _run_node([INSPECTOR, "--cli", "--format", "json", "--quiet", "--cwd", ROOT, "-e", f"PYTHONPATH={ROOT}",
+                   "--protocol-era", "modern", "--verify", "--method", "skills/list", "--", *server],
+                  _node_env(home), tmp_path)
+    _assert_no_server_left(workspace)
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    skills = sorted(p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md"))
+    assert sorted(x["name"] for x in reports) == skills
+    assert all(x["ok"] and x["outcome"] == "verified" and not x["conformance"] and not x["frontmatter"]
+               for x in reports), [x for x in reports if not x["ok"]]
+
+    rc, out = call("--method", "skills/list")  # the legacy handshake: not declared, so the Inspector will not ask
+    assert rc != 0 and out["error"]["code"] == "skills_unsupported", out
 
 
 def test_inspector_cli_over_http_with_the_bearer_token(workspace, tmp_path):
