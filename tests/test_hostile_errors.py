@@ -139,3 +139,4 @@ def test_triage_with_a_budget_too_small_for_any_step_says_nothing_was_checked_an
     assert all(s["status"] == "skipped" for s in rep["steps"]), rep["steps"]
     top = rep["findings"][0]
     assert top["confidence"] == 0.0 and "nothing was checked" in top["summary"], top
+    assert all("nothing is broken" not in s["why"] for s in rep["next_steps"]), rep["next_steps"]

@@ -376,7 +376,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                               why="after the fix, once run_regression_test passes: symptom, evidence, cause, fix"))
     elif log_path:
         steps.append(NextStep(tool="log_metrics", args={"path": log_path, "plot": True},
-                              why="nothing is broken by these checks; look at the whole curve"))
+                              why="nothing is broken by these checks; look at the whole curve" if already_ran else
+                              "no step ran (see steps): read the whole curve, or triage again with a larger budget_s"))
     return steps
 
 
