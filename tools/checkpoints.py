@@ -148,9 +148,13 @@ async def inspect_checkpoint(path: Path, compare_to: Path | None, *, workspace_r
     refused = raw.get("refused")
     if refused and "describe" not in raw and "top_keys" not in raw:
         unsafe = refused.get("unsafe_globals", [])
+        detail = refused.get("detail") or ""
+        # "would run code" only when the pickle names globals; every weights_only failure (random bytes
+        # included) starts with the same "Weights only load failed" line, so that line proves nothing
         reason = ("it needs Python objects beyond tensors and plain containers, so loading it would run code "
-                  "from the file" if unsafe or "Weights only load failed" in refused["reason"]
-                  else f"not a readable torch checkpoint ({refused['reason']})")
+                  "from the file" if unsafe or "Unsupported global" in detail
+                  else "not a torch checkpoint: neither a torch.save archive nor a pickle of tensors"
+                       + (f" ({detail})" if detail else f" ({refused['reason']})"))
         which = shown[0] if refused["path"] == str(path) else shown[1]
         return CheckpointReport(path=which, loaded=False, refused_reason=reason, unsafe_globals=unsafe)
     if refused:

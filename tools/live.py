@@ -809,12 +809,26 @@ def rank_states(progress: dict[int, dict | str], stacks: dict[int, ThreadStack |
 def _target_pid(root: Path, run: str) -> int | None:
     if not run.startswith("pid:"):
         return None
+    hint = "Pass 'pid:<number>' of a live process of yours working in the workspace, or a run id from list_runs"
     try:
         pid = int(run[4:])
+    except ValueError:
+        pid = 0
+    if pid <= 0:
+        raise TriageError(f"{run[4:][:40]!r} is not a process id", hint)
+    # psutil's own messages are bare ("(pid=1)"): say which of the three it is
+    try:
         proc = psutil.Process(pid)
         cwd = Path(proc.cwd()).resolve()
-    except (ValueError, psutil.Error) as e:
-        raise TriageError(f"cannot look at process {run[4:]!r}: {e}", "Pass 'pid:<number>' of a live process")
+    except psutil.ZombieProcess:
+        raise TriageError(f"process {pid} has exited (a zombie waiting for its parent)", hint) from None
+    except psutil.NoSuchProcess:
+        raise TriageError(f"no process {pid}: it has exited or never existed", hint) from None
+    except psutil.AccessDenied:
+        raise TriageError(f"not allowed to look at process {pid}: it belongs to another user or the system "
+                          "hides it from this server", hint) from None
+    except psutil.Error as e:
+        raise TriageError(f"cannot look at process {pid}: {type(e).__name__} {e}", hint) from None
     if not (cwd == root or cwd.is_relative_to(root)):
         raise TriageError(f"process {pid} runs in {cwd}, outside the workspace {root}",
                           "mltriage only looks at processes working inside its workspace")

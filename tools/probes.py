@@ -418,6 +418,7 @@ async def grad_norm_snapshot(workspace_root: Path, target: str | None = None, co
                              steps: int = 1, python: str | None = None, timeout_s: float = 120.0,
                              on_progress: ProgressFn | None = None) -> GradNormReport:
     """Per-parameter gradient/weight/update norms of one optimizer step, with findings."""
+    _not_both(target, command)
     if command:
         return await _script_grad(workspace_root, command, steps, python, timeout_s, on_progress)
     _need_target(target)
@@ -426,6 +427,13 @@ async def grad_norm_snapshot(workspace_root: Path, target: str | None = None, co
     if err:
         return _error_report(GradNormReport, err, oc, target=target)
     return grad_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+
+
+def _not_both(target, command):
+    if target and command:  # one would silently win over the other
+        raise TriageError("pass exactly one of target or command, not both",
+                          "target='train.py:make_target' for a factory, or command=['python', 'train.py'] for your "
+                          "script; triage takes both and runs each where it fits")
 
 
 def _need_target(target):
@@ -604,6 +612,7 @@ async def nan_hook_run(workspace_root: Path, target: str | None = None, command:
                        max_steps: int = 200, python: str | None = None, timeout_s: float = 300.0,
                        on_progress: ProgressFn | None = None) -> NanHookReport:
     """Train until the first non-finite value and localise it (step, phase, module, op, inputs, cause)."""
+    _not_both(target, command)
     if command:
         return await _script_nan(workspace_root, command, max_steps, python, timeout_s, on_progress)
     _need_target(target)

@@ -261,10 +261,11 @@ async def triage(
     # called healthy and the weak hypotheses follow it
     weak = [f for f in findings if f.failure_mode != "healthy" and f.confidence < VERDICT]
     healthy = not findings or findings[0].failure_mode == "healthy" or len(weak) == len(findings)
+    checked = [s.name for s in ran if s.status == "ok"]
     if healthy:
-        checked = [s.name for s in ran if s.status == "ok"]
         probes_ok = [n for n in checked if n.split(":")[0] not in READ_ONLY]
-        if not checked:
+        if not checked:  # not a clean bill of health: `healthy` stays false, the finding says why
+            healthy = False
             findings = [Finding(failure_mode="healthy", confidence=0.0,
                                 summary="nothing was checked: every step was skipped or failed (see steps)",
                                 evidence=[Evidence(what="steps that ran clean", value=0, source="triage")],
@@ -375,7 +376,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                               why="after the fix, once run_regression_test passes: symptom, evidence, cause, fix"))
     elif log_path:
         steps.append(NextStep(tool="log_metrics", args={"path": log_path, "plot": True},
-                              why="nothing is broken by these checks; look at the whole curve"))
+                              why="nothing is broken by these checks; look at the whole curve" if already_ran else
+                              "no step ran (see steps): read the whole curve, or triage again with a larger budget_s"))
     return steps
 
 

@@ -40,7 +40,13 @@ def load(path: str):
     try:
         return torch.load(path, map_location="cpu", weights_only=True), None
     except pickle.UnpicklingError as e:
-        return None, {"path": path, "reason": str(e).split("\n")[0][:500], "unsafe_globals": unsafe_globals(path)}
+        text = str(e)
+        # torch's message is generic on its first line; the unpickler's own reason follows this marker
+        # ("Unsupported global: GLOBAL posix.system" for code, "Unsupported operand 203" for bytes that are no pickle)
+        detail = text.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in text else ""
+        detail = " ".join(detail.split("Check the documentation", 1)[0].split())
+        return None, {"path": path, "reason": text.split("\n")[0][:500], "detail": detail[:500],
+                      "unsafe_globals": unsafe_globals(path)}
 
 
 def flatten(obj, prefix=""):
