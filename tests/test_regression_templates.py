@@ -415,3 +415,49 @@ def test_lengths_sorted_without_their_rows_fail_the_data_test_and_the_fix_passes
     after = _rerun(workspace, report.path)
     assert not any(c.test == "test_per_row_lengths_match_each_rows_padding" and c.outcome == "failed"
                    for c in after.cases), after.text()
+
+
+UNSCALED_TABLE = """
+    import torch
+    from torch import nn
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(256, 5, generator=g)
+        y = (x[:, 0] + x[:, 1] > 0).long()
+        if not SCALED:
+            x[:, 0] = x[:, 0] * 3e4 + 6e4  # an income column the scaler's shifted indices never reached
+        model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2))
+        data = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 256, 32)]
+        return {"model": model, "data": data, "num_classes": 2,
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2),
+                "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1])}
+"""
+
+
+def test_an_unscaled_column_fails_the_scale_check_and_the_scaled_table_passes(workspace):
+    import textwrap
+
+    (workspace / "target.py").write_text("SCALED = False\n" + textwrap.dedent(UNSCALED_TABLE))
+    report = _write(workspace, failure_mode="data_pipeline", target="target.py:make_target",
+                    target_file=workspace / "target.py", params={"check_scale": True})
+    failed = {c.test: c.message for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and "test_input_features_are_standardised" in failed, report.text()
+    assert "feature 0" in failed["test_input_features_are_standardised"]
+
+    (workspace / "target.py").write_text("SCALED = True\n" + textwrap.dedent(UNSCALED_TABLE))
+    after = _rerun(workspace, report.path)
+    assert after.passes_now, after.text()
+
+
+def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
+    from tools.report import Evidence, Finding
+    from tools.triage import suggest_next
+
+    def args(summary):
+        f = Finding(failure_mode="data_pipeline", confidence=0.8, summary=summary,
+                    evidence=[Evidence(what="x", value=1, source="s")], fix="f")
+        return next(s.args for s in suggest_next([f], "t.py:make_target", None) if s.tool == "write_regression_test")
+
+    assert args("features is not normalised: feature means 0..6e4")["params"] == {"check_scale": True}
+    assert "params" not in args("the labels are misaligned with the inputs")

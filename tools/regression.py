@@ -83,8 +83,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward).", {}),
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
-       "class ids start at 0; per-row lengths match each row's padding.",
-       {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None}),
+       "class ids start at 0; per-row lengths match each row's padding; with check_scale, every input feature is "
+       "standardised (|mean| <= max_abs_mean, std <= max_std).",
+       {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
+        "max_std": 20.0}),
     _T("update_ratio", "target",
        "The update/weight ratio of the weight matrices with the user's optimizer, after a warm-up of a few steps, "
        "stays in [1e-5, 0.3] (healthy is about 1e-3) and finite throughout.",
@@ -741,7 +743,7 @@ KNOBS = {
     "overfit_one_batch": "a stricter bar: params={'max_final_ratio': 0.05}",
     "dead_units": "a lower dead fraction: params={'max_dead_fraction': 0.1}",
     "vanishing_gradients": "a higher minimum ratio: params={'min_ratio': 0.05}",
-    "data_pipeline": "a larger margin: params={'margin': 0.3}",
+    "data_pipeline": "a larger margin: params={'margin': 0.3}; for badly scaled inputs: params={'check_scale': True}",
     "lr_schedule": "the true horizon and peak: params={'horizon': <max_iters of the real run>, 'peak': <the LR you intended>}",
     "causality": "the real sequence length: params={'seq_len': <block_size>}",
 }

@@ -370,6 +370,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 **({"command": list(command)} if command else {})}
         if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
             args["function"] = schedule_fns[0]
+        if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
+            args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
                               why="BEFORE fixing: a test that must fail now (fails_now) and pass after the fix"))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
