@@ -497,3 +497,58 @@ def test_crash_messages_are_classified_alike_everywhere():
                       "spans across two contiguous subspaces). Use .reshape(...) instead.") == "exception"
     assert crash_mode("Expected more than 1 value per channel when training, got input size torch.Size([1, 64])") \
         == "exception"
+
+
+def _snapshot(gn, loss, modules=(), clipped=None):
+    return P.GradNormReport(global_grad_norm=gn, loss_history=[loss], clipped=clipped,
+                            params=[P.ParamGrad(name="w", module="m", module_type="Linear", shape=[4, 4], grad_norm=gn)],
+                            modules=[P.ModuleGrad(name=n, type=t, depth=d, grad_norm=g) for n, t, d, g in modules])
+
+
+def test_a_large_norm_from_a_summed_loss_is_not_an_explosion_but_one_per_unit_of_loss_is():
+    modes = lambda rep: [f.failure_mode for f in P.grad_findings(rep)]  # noqa: E731
+    assert "exploding_gradients" not in modes(_snapshot(337.0, 150.0))  # a VAE loss summed over pixels
+    assert "exploding_gradients" in modes(_snapshot(215.0, 6.1))
+
+
+def test_an_unclipped_recurrent_net_is_told_to_clip_and_a_clipped_one_is_not():
+    layers = [("emb", "Embedding", 0, 0.04), ("rnn", "LSTM", 1, 0.3), ("head", "Linear", 2, 6.0)]
+    f = next(f for f in P.grad_findings(_snapshot(215.0, 6.1, layers, clipped=False))
+             if f.failure_mode == "exploding_gradients")
+    assert f.confidence == 0.9 and "clip_grad_norm_" in f.fix and "LSTM" in f.summary
+    f = next(f for f in P.grad_findings(_snapshot(215.0, 6.1, layers, clipped=True))
+             if f.failure_mode == "exploding_gradients")
+    assert f.confidence == 0.8 and "Lower the LR" in f.fix
+
+
+def test_an_embeddings_small_gradient_is_not_a_vanishing_gradient():
+    # an embedding's gradient reaches only the rows of the batch's tokens; the other layers span 1.3 orders
+    layers = [("emb", "Embedding", 0, 0.001), ("rnn", "LSTM", 1, 0.3), ("mid", "Linear", 2, 1.0), ("head", "Linear", 3, 6.0)]
+    assert "vanishing_gradients" not in [f.failure_mode for f in P.grad_findings(_snapshot(6.0, 4.0, layers))]
+    deep = [("l0", "Linear", 0, 0.001), ("l1", "Linear", 1, 0.03), ("l2", "Linear", 2, 1.0), ("l3", "Linear", 3, 6.0)]
+    assert "vanishing_gradients" in [f.failure_mode for f in P.grad_findings(_snapshot(6.0, 4.0, deep))]
+
+
+def test_gradients_left_on_a_frozen_backbone_by_its_pretraining_are_not_read(workspace):
+    # pretrain, freeze (requires_grad off, .grad left as it was), train a new head: a linear probe
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            backbone = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 16))
+            x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+            (backbone(x) * 1e-3).sum().backward()  # the pretraining's last backward: tiny, stale gradients
+            for p in backbone.parameters():
+                p.requires_grad_(False)
+            model = nn.Sequential(backbone, nn.Linear(16, 3))
+            return {"model": model, "batch": (x, y), "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                    "make_optimizer": lambda p: torch.optim.SGD([q for q in p if q.requires_grad], lr=0.1),
+                    "num_classes": 3}
+    """
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body), steps=2))
+    frozen = [p for p in rep.params if "requires_grad_false" in p.flags]
+    assert len(frozen) == 6 and all(p.grad_norm is None for p in frozen), rep.text()
+    assert "vanishing_gradients" not in modes(rep), rep.text()

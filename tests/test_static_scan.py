@@ -1103,3 +1103,21 @@ def test_a_loop_that_rebuilds_the_loss_and_the_batch_many_times_is_scanned_once_
             "\n        loss.backward()\n        if (step + 1) % accum == 0:\n            optimizer.step()\n"
             "            optimizer.zero_grad()\n").replace("\n        ", "\n    ")
     assert "accumulation_loss_not_divided" in scan(code)
+
+
+def test_a_deliberate_freeze_is_not_a_whole_model_freeze():
+    code = loop("""
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """)
+    # a helper that says what it does, and an optimizer fed only the parameters that still train
+    helper = "def freeze(encoder):\n    for p in encoder.parameters():\n        p.requires_grad_(False)\n    return encoder\n"
+    assert "whole_model_requires_grad_false" not in scan(helper + code)
+    filtered = code.replace("for x, y in loader:", "for p in net.parameters():\n    p.requires_grad = False\n"
+                            "opt2 = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)\n"
+                            "for x, y in loader:")
+    assert "whole_model_requires_grad_false" not in scan(filtered)
+    plain = code.replace("for x, y in loader:", "for p in net.parameters():\n    p.requires_grad = False\nfor x, y in loader:")
+    assert "whole_model_requires_grad_false" in scan(plain)

@@ -264,14 +264,32 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
             fix="If these layers should train, set requires_grad=True and add them to the optimizer",
             location=", ".join(sorted({p.module or p.name for p in off}))[:300]))
     gn = rep.global_grad_norm
-    if is_finite(gn) and gn > 10:
+    # a loss summed over N elements has an N times larger gradient and an N times larger value: the norm per
+    # unit of loss is what does not depend on the reduction (a summed VAE loss of 150 with norm 300 is calm)
+    loss_now = next((v for v in reversed(rep.loss_history) if is_finite(v)), None)
+    per_loss = gn / abs(loss_now) if is_finite(gn) and loss_now else None
+    if is_finite(gn) and gn > 10 and (per_loss is None or per_loss > 10):
         top = sorted([p for p in rep.params if is_finite(p.grad_norm)], key=lambda p: -p.grad_norm)[:4]
+        recurrent = sorted({m.type for m in rep.modules if m.type in RECURRENT})
+        # recurrent nets unrolled over many steps explode by construction; clipping the norm is the standard
+        # remedy there, and a loop that never clips is the bug (Pascanu, Mikolov & Bengio 2013)
+        unclipped_rnn = bool(recurrent) and rep.clipped is False
         out.append(Finding(
-            failure_mode="exploding_gradients", confidence=0.8 if gn > 100 else 0.6,
-            summary=f"global gradient norm {gn:.3g} is above 10",
+            failure_mode="exploding_gradients",
+            confidence=0.9 if unclipped_rnn and gn > 100 else 0.8 if gn > 100 else 0.6,
+            summary=f"global gradient norm {gn:.3g} is above 10" + (f" ({per_loss:.3g}x the loss)" if per_loss else "")
+                    + (f" in a recurrent net ({', '.join(recurrent)}) whose loop never clips the gradient norm"
+                       if unclipped_rnn else ""),
             evidence=[Evidence(what="global grad norm (pre-clip)", value=gn, source=src)]
+            + ([Evidence(what="grad norm / loss", value=per_loss, source=src)] if per_loss else [])
+            + ([Evidence(what="clip_grad_norm_ called in the loop", value=False, source=src)] if unclipped_rnn else [])
             + [Evidence(what=f"{p.name} grad norm", value=p.grad_norm, source=src) for p in top],
-            fix="Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm",
+            fix=("Clip the gradient norm every step before optimizer.step(): torch.nn.utils.clip_grad_norm_("
+                 "model.parameters(), 1.0), logging the pre-clip norm it returns (Pascanu et al. 2013)"
+                 if unclipped_rnn else
+                 "Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm"),
+            avoid=("Do not lower the LR until the loss barely moves: an unrolled recurrent net needs its norm clipped"
+                   if unclipped_rnn else ""),
             location=top[0].module if top else None))
     if gn is not None and not is_finite(gn):
         out.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the gradients are non-finite",
@@ -349,8 +367,14 @@ def _update_ratio_finding(rep: GradNormReport, src: str) -> Finding | None:
     return None
 
 
+RECURRENT = {"LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"}
+# an embedding's gradient reaches only the rows of the tokens in the batch: small by construction, not vanishing
+NOT_A_DEPTH_LAYER = {"Embedding", "EmbeddingBag"}
+
+
 def _vanishing(rep: GradNormReport) -> Finding | None:
-    layers = [m for m in rep.modules if m.depth is not None and is_finite(m.grad_norm) and m.grad_norm > 0]
+    layers = [m for m in rep.modules if m.depth is not None and is_finite(m.grad_norm) and m.grad_norm > 0
+              and m.type not in NOT_A_DEPTH_LAYER]
     layers.sort(key=lambda m: m.depth)
     if len(layers) < 3:
         return None

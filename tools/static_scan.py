@@ -9,6 +9,7 @@ left to the probes.
 """
 
 import ast
+import re
 import os
 import stat
 from collections.abc import Iterator
@@ -105,7 +106,7 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("zero_learning_rate", "frozen_params", 0.8,
          "a learning rate of 0 means those parameters never change",
          "give every trained parameter group a non-zero learning rate"),
-    Rule("view_after_permute", "shape_mismatch", 0.8,
+    Rule("view_after_permute", "exception", 0.8,
          ".view() on a permuted/transposed tensor: the memory is no longer contiguous, so view raises (or, after .contiguous() elsewhere, silently mixes dimensions)",
          "use .reshape(...) or .contiguous().view(...)"),
     # low: a sync per step is everywhere in working code (nanoGPT's loss.item()) and costs little on a CPU
@@ -893,10 +894,16 @@ def rule_requires_grad_false(f: ParsedFile) -> list[Hit]:
            and _src(n.value) == "True" or _method_call(n, "requires_grad_") and (not n.args or _src(n.args[0]) == "True")
            for n in f.nodes):
         return hits  # freeze everything, then unfreeze the head: deliberate
+    if any(isinstance(n, ast.comprehension) and any(".requires_grad" in _src(c) for c in n.ifs) or
+           isinstance(n, ast.Call) and _src(n.func) == "filter" and ".requires_grad" in _src(n) for n in f.nodes):
+        return hits  # the parameters are filtered on requires_grad: what is frozen is frozen on purpose
     for n in f.nodes:
         if isinstance(n, (ast.For, ast.AsyncFor)) and _method_call(n.iter, "parameters") \
                 and isinstance(n.iter.func.value, ast.Name) and isinstance(n.target, ast.Name) \
                 and not _frozen_copy(f, n.iter.func.value) and not _head_replaced(f, n.iter.func.value.id, n):
+            scope = f.scope_of.get(n)
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and re.search(r"freez|frozen", scope.name, re.I):
+                continue  # def freeze(encoder): ... says what it means to do
             param = n.target.id  # `for p in model.parameters(): p.requires_grad = False`
             for s in _in_scope(n):
                 if isinstance(s, ast.Assign) and any(_src(t) == f"{param}.requires_grad" for t in s.targets) \

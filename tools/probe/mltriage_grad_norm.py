@@ -29,7 +29,7 @@ def snapshot_step(model, opt, step_fn, names=None):
     """
     named = [(n, p) for n, p in (names or model.named_parameters())]
     loss = step_fn()
-    grads_idx = [i for i, (_, p) in enumerate(named) if p.grad is not None]
+    grads_idx = [i for i, (_, p) in enumerate(named) if p.grad is not None and p.requires_grad]
     gvec = T.norms([named[i][1].grad for i in grads_idx])
     wvec = T.norms([p for _, p in named])
     before = [p.detach().clone() for _, p in named]
@@ -74,7 +74,7 @@ def first_step_dead(params) -> set:
     are a consequence, flagged `grad_died`, not a cut.
     """
     params = list(params)
-    with_grad = [p for p in params if p.grad is not None]
+    with_grad = [p for p in params if p.grad is not None and p.requires_grad]
     vals = T.norms([p.grad for p in with_grad]).tolist() if with_grad else []
     zero = {id(p) for p, v in zip(with_grad, vals) if v == 0.0}
     return zero | {id(p) for p in params if p.grad is None and p.requires_grad}
@@ -146,7 +146,7 @@ def run(job):
             if step == 0:
                 dead_at_first = first_step_dead(model.parameters())
             losses.append(loss.detach().reshape(()).float())
-            gnorms.append(T.global_norm([p.grad for p in model.parameters() if p.grad is not None]))
+            gnorms.append(T.global_norm([p.grad for p in model.parameters() if p.grad is not None and p.requires_grad]))
             try:
                 opt.step()
             except Exception as e:  # noqa: BLE001

@@ -432,7 +432,7 @@ class _State:
             if id(p) not in seen:
                 seen.add(id(p))
                 named.append((pnames.get(id(p), f"param{len(named)}"), p))
-        idx = [i for i, (_, p) in enumerate(named) if p.grad is not None]
+        idx = [i for i, (_, p) in enumerate(named) if p.grad is not None and p.requires_grad]
         g = T.norms([named[i][1].grad for i in idx])
         if pre is not None and pre[1] is not None and idx:
             pos = {pid: j for j, pid in enumerate(pre[0])}
