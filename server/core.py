@@ -2,15 +2,21 @@
 
 import functools
 import inspect
+import json
+import os
+import time
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from pydantic import Field
 
 from server.skills_extension import SkillsExtension
+from tools import compact
 from tools.errors import TriageError
 from tools.report import Report
 from tools.workspace import Workspace
@@ -41,7 +47,32 @@ def _version() -> str:
         return found.group(1) if found else "unknown"
 
 
-mcp = MCPServer("mltriage", version=_version(), instructions=INSTRUCTIONS, extensions=[SkillsExtension()])
+class _Server(MCPServer):
+    """The SDK's server, plus a clear refusal for a tool left out by `--tools` (instead of 'Unknown tool')."""
+
+    unloaded: dict[str, str] = {}
+    _listed: tuple[tuple[str, ...], list] | None = None
+
+    async def list_tools(self):
+        """The SDK's listing with lighter schemas (server/schemas.py), built once per tool set."""
+        tools = await super().list_tools()
+        names = tuple(t.name for t in tools)
+        if self._listed is None or self._listed[0] != names:
+            from server.schemas import slim
+
+            self._listed = (names, [t.model_copy(update={
+                "input_schema": slim(t.input_schema),
+                "output_schema": slim(t.output_schema, output=True) if t.output_schema else None}) for t in tools])
+        return self._listed[1]
+
+    async def call_tool(self, name, arguments, context=None):
+        if name in self.unloaded:
+            raise ToolError(f"{name} is not loaded: this server was started with --tools {self.unloaded[name]}. "
+                            f"Restart it with --tools all (or add {name} to the --tools list)")
+        return await super().call_tool(name, arguments, context)
+
+
+mcp = _Server("mltriage", version=_version(), instructions=INSTRUCTIONS, extensions=[SkillsExtension()])
 
 workspace = Workspace(Path.cwd())
 
@@ -60,23 +91,95 @@ def ws() -> Workspace:
     return workspace
 
 
+Detail = Annotated[compact.Detail, Field(description=(
+    "'summary' (default): findings, the numbers they rest on, top items, series summarised; 'full': everything "
+    "(a large report goes to a JSON file under .mltriage/reports, its path in full_data)"))]
+
+# (tool name, detail) of the call being answered: `tool` sets it, `reply` shapes the report by it.
+# Context variables follow the call onto the worker thread of a sync tool (anyio copies the context).
+_CALL: ContextVar[tuple[str, str]] = ContextVar("mltriage_call", default=("", "full"))
+FULL_INLINE_MAX = 16_000  # characters of JSON a full report may take inline; above it goes to a file
+
+
 def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
-    """A report as structured content plus its short human summary (and PNGs as image content)."""
-    content: list[Any] = [TextContent(type="text", text=report.text())]
+    """A report as structured content plus its short human summary (and PNGs as image content).
+
+    Shaped by the call's `detail`: 'summary' through tools/compact.py; 'full' as it is, or, when large,
+    the summary plus the whole report written to a workspace file (named in `full_data` and linked).
+    """
+    name, detail = _CALL.get()
+    if detail == "summary":
+        text, structured, links = report.summary_text(), compact.summary(report), []
+    else:
+        text, structured, links = report.text(), report.model_dump(mode="json"), []
+        raw = json.dumps(structured)
+        if len(raw) > FULL_INLINE_MAX:
+            path = _save_full(name or "report", raw)
+            structured = {**compact.summary(report), "full_data": path}
+            text += f"\nfull report ({len(raw)} characters of JSON): {path}"
+            links = [ResourceLink(type="resource_link", name=Path(path).name, uri=(ws().root / path).as_uri(),
+                                  mime_type="application/json", size=len(raw.encode()))]
+    content: list[Any] = [TextContent(type="text", text=text), *links]
     import base64
     for png in images or []:
         content.append(ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
-    return CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
+    return CallToolResult(content=content, structured_content=structured)
 
 
-def tool(fn):
+def _save_full(name: str, raw: str) -> str:
+    """Write a full report to a new file under the workspace's .mltriage/reports; its workspace-relative path.
+
+    The directory comes through the workspace's confinement (no link out); the file is created
+    exclusively, so nothing is ever overwritten.
+    """
+    folder = ws().directory(".mltriage/reports", create=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        file = folder / f"{name}-{stamp}{'' if n == 1 else f'-{n}'}.json"
+        try:
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as out:
+            out.write(raw)
+        return str(file.relative_to(ws().root))
+    raise TriageError(f"no free file name for {name} in {folder}", "Clean up .mltriage/reports")
+
+
+# ToolAnnotations presets (hints for clients; the spec reads destructive/idempotent only when not read-only).
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Runs the user's target factory in their interpreter; the probe itself writes nothing.
+RUNS_TARGET = READS
+# Can run the user's own script, which may write or overwrite its own outputs (a nanoGPT run saves ckpt.pt).
+RUNS_SCRIPT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                              open_world_hint=False)
+# Adds a file (journal entry, test); never overwrites or deletes one.
+APPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+# Starts the user's script in the background; it may write or overwrite its own outputs.
+LAUNCHES = RUNS_SCRIPT
+# Changes a live run (its LR, clipping) or ends it.
+STEERS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+TOOL_GROUPS: dict[str, list[str]] = {}  # group name -> tool names, filled by `tool`; see select_tools
+
+
+def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = None, group: str = "core"):
     """Register `fn` as an MCP tool; a TriageError from the tools layer reaches the agent as a ToolError.
 
+    Every tool gets the `detail` argument (unless it declares its own, which then also receives it);
+    `reply` shapes the report by it. `group` is the tool set it belongs to (`serve --tools`).
     Sync functions run on a worker thread so a slow read never blocks the event loop.
     """
+    if fn is None:
+        return functools.partial(tool, title=title, hints=hints, group=group)
+    sig = inspect.signature(fn)
+    own_detail = "detail" in sig.parameters
 
     @functools.wraps(fn)
     async def wrapper(*args, **kwargs):
+        detail = kwargs.get("detail", "summary") if own_detail else kwargs.pop("detail", "summary")
+        _CALL.set((fn.__name__, detail))
         try:
             if inspect.iscoroutinefunction(fn):
                 return await fn(*args, **kwargs)
@@ -84,8 +187,39 @@ def tool(fn):
         except TriageError as e:
             raise ToolError(str(e)) from e
 
-    mcp.tool()(wrapper)
+    if not own_detail:
+        extra = inspect.Parameter("detail", inspect.Parameter.KEYWORD_ONLY, default="summary", annotation=Detail)
+        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
+    mcp.tool(title=title, annotations=hints)(wrapper)
+    TOOL_GROUPS.setdefault(group, []).append(fn.__name__)
     return fn
+
+
+def select_tools(spec: str) -> list[str]:
+    """Keep only the tools `spec` names ('core', 'all', groups and tool names, comma-separated); the names kept.
+
+    The rest leave tools/list; calling one gets a clear refusal (`_Server.call_tool`). An unknown
+    name raises ValueError with a one-line message.
+    """
+    every = [name for names in TOOL_GROUPS.values() for name in names]
+    wanted: list[str] = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        if part == "all":
+            wanted += every
+        elif part in TOOL_GROUPS:
+            wanted += TOOL_GROUPS[part]
+        elif part in every:
+            wanted.append(part)
+        else:
+            raise ValueError(f"unknown tool or tool set {part!r} in --tools; choose from "
+                             f"{', '.join(['all', *TOOL_GROUPS])} or tool names: {', '.join(every)}")
+    if not wanted:
+        raise ValueError("--tools names no tool; use core, all or a comma-separated list")
+    for name in every:
+        if name not in wanted and name not in mcp.unloaded:
+            mcp.remove_tool(name)
+            mcp.unloaded[name] = spec
+    return [n for n in every if n in wanted]
 
 
 def progress_reporter(ctx: Context | None):

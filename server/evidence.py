@@ -8,13 +8,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
 
 
-@tool
+@tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
     path: Annotated[str, Field(description="the run's log file, relative to the workspace (e.g. 'logs/train.log')")],
     lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
@@ -31,7 +31,7 @@ def tail_log(
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
-@tool
+@tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
     path: Annotated[str, Field(description="log or metrics file (text log, JSON lines, CSV), relative to the workspace")],
@@ -67,7 +67,7 @@ async def log_metrics(
     return reply(report, images=[report.png] if report.png else None)
 
 
-@tool
+@tool(title="GPU status (NVML)", hints=READS, group="core")
 def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
     """Every NVIDIA GPU on this machine through NVML: memory used/total, utilisation, temperature, power,
     SM clock, decoded throttle reasons, ECC errors, and the processes holding memory (pid, MiB, command line);
@@ -77,7 +77,7 @@ def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
     return reply(_gpu_status())
 
 
-@tool
+@tool(title="Check training processes", hints=READS, group="core")
 def process_check(
     pid: Annotated[int | None, Field(ge=1, description="one process id; default: find the training processes")] = None,
     pattern: Annotated[str | None, Field(description="regex over the command line, e.g. 'train.py'; default matches python/torchrun/accelerate/deepspeed running a train script")] = None,

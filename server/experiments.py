@@ -6,7 +6,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import READS, RUNS_SCRIPT, RUNS_TARGET, progress_reporter, reply, tool, ws
 from tools.compare import CompareReport, compare_runs as _compare_runs
 from tools.errors import TriageError
 from tools.profiling import ProfileReport, profile_steps as _profile_steps
@@ -33,7 +33,7 @@ def _split_target(spec: str) -> tuple[str, str]:
     return (where, name) if where.endswith(".py") else ("", spec)
 
 
-@tool
+@tool(title="Compare runs before/after a fix", hints=READS, group="core")
 def compare_runs(
     before: Annotated[str, Field(description="log of the run before the fix, relative to the workspace")],
     after: Annotated[str, Field(description="log of the re-run after the fix")],
@@ -58,7 +58,7 @@ def compare_runs(
     return reply(report, images=[png] if png else None)
 
 
-@tool
+@tool(title="Seed-aware sweep analysis", hints=READS, group="experiments")
 def sweep_analysis(
     path: Annotated[str, Field(description="sweep results: CSV/TSV, JSON lines, a JSON list, or a folder of per-run .json files")],
     metric: Annotated[str, Field(description="the outcome column, e.g. 'val_loss' (nested JSON keys as 'summary.val_loss')")],
@@ -78,7 +78,7 @@ def sweep_analysis(
     return reply(_sweep_analysis(p, metric, param, group, seed))
 
 
-@tool
+@tool(title="Map a loss function's surface", hints=RUNS_TARGET, group="experiments")
 async def loss_surface(
     function: Annotated[str, Field(description="'losses.py:my_loss' (relative to the workspace) or 'pkg.module:my_loss': "
                                                "a function of two tensors (x, y) returning the loss per point")],
@@ -102,7 +102,7 @@ async def loss_surface(
     return reply(report, images=[png] if png else None)
 
 
-@tool
+@tool(title="Profile training steps", hints=RUNS_SCRIPT, group="experiments")
 async def profile_steps(
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target' (or 'pkg.module:make_target')")] = None,
     command: Annotated[list[str] | None, Field(description="your training command instead, e.g. ['python', 'train.py', '--steps', '100']; "

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import APPENDS, READS, RUNS_SCRIPT, progress_reporter, reply, tool, ws
 from tools.errors import TriageError
 from tools.journal import JournalAppendReport, JournalSearchReport
 from tools.journal import journal_append as _journal_append
@@ -20,7 +20,7 @@ from tools.regression import write_regression_test as _write_regression_test
 JournalPath = Annotated[str, Field(description="the journal file, relative to the workspace")]
 
 
-@tool
+@tool(title="Append a journal entry", hints=APPENDS, group="core")
 def journal_append(
     title: Annotated[str, Field(description="one line: what broke, with a number, e.g. 'NaN loss at step 512 from log(0)'")],
     failure_mode: Annotated[str, Field(description="the failure-mode id (nan_inf, broken_graph, lr_too_high, ...)")],
@@ -44,7 +44,7 @@ def journal_append(
         fix=fix, evidence=evidence, resolution=resolution, test_path=test_path, tags=tags))
 
 
-@tool
+@tool(title="Search the debugging journal", hints=READS, group="core")
 def journal_search(
     query: Annotated[str | None, Field(description="words to look for (any of them; entries matching more rank first)")] = None,
     failure_mode: Annotated[str | None, Field(description="only entries with this failure-mode id")] = None,
@@ -73,7 +73,7 @@ def _spec_file(spec: str | None) -> Path | None:
     return file
 
 
-@tool
+@tool(title="Write and run a regression test", hints=APPENDS, group="core")
 async def write_regression_test(
     failure_mode: Annotated[str, Field(description="the failure-mode id of the bug; picks what the test asserts")],
     name: Annotated[str | None, Field(
@@ -114,7 +114,7 @@ async def write_regression_test(
         params=params, python=python, timeout_s=timeout_s, on_progress=progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Re-run a regression test", hints=RUNS_SCRIPT, group="core")
 async def run_regression_test(
     path: Annotated[str, Field(description="the test file write_regression_test returned, e.g. tests/test_lr_never_exceeds_peak.py")],
     python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,

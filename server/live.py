@@ -6,13 +6,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import LAUNCHES, READS, RUNS_TARGET, STEERS, progress_reporter, reply, tool, ws
 from tools import live as _live
 from tools.checkpoints import CheckpointReport, inspect_checkpoint as _inspect_checkpoint
 from tools.live import Action, LiveActionReport, LiveStatus, RunList, RunStarted, What
 
 
-@tool
+@tool(title="Launch a training run in the background", hints=LAUNCHES, group="live")
 def run_training(
     command: Annotated[list[str] | str, Field(description="the training command, unmodified, e.g. "
                                               "['python', 'train.py', '--lr', '3e-4'] or 'torchrun --nproc-per-node 2 train.py'; "
@@ -31,14 +31,14 @@ def run_training(
     return reply(_live.launch(root, command, ws().write_path(log_path), name, python))
 
 
-@tool
+@tool(title="List launched runs", hints=READS, group="live")
 def list_runs() -> Annotated[CallToolResult, RunList]:
     """List the runs started with run_training in this workspace, newest first: status (running, finished,
     failed, stopped, lost), step, last loss, age. Reads files only, so it answers at once even if a run hangs."""
     return reply(_live.list_runs(ws().root))
 
 
-@tool
+@tool(title="Look inside a live run", hints=READS, group="live")
 async def live_status(
     run: Annotated[str, Field(description="run id from run_training/list_runs, or 'pid:<n>' for a process we did "
                                           "not launch (working in the workspace; stack only, via py-spy)")],
@@ -59,7 +59,7 @@ async def live_status(
     return reply(await _live.status(ws().root, run, list(what), steps, wait_s, progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Steer a live run", hints=STEERS, group="live")
 async def live_action(
     run: Annotated[str, Field(description="run id from run_training/list_runs")],
     action: Annotated[Action, Field(description="scale_lr: multiply every param group's lr (and the scheduler's "
@@ -81,7 +81,7 @@ async def live_action(
                                     wait_s=wait_s, on_progress=progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Inspect a checkpoint safely", hints=RUNS_TARGET, group="live")
 async def inspect_checkpoint(
     path: Annotated[str, Field(description="checkpoint file (torch.save), relative to the workspace")],
     compare_to: Annotated[str | None, Field(description="a second checkpoint: report which tensors changed and by how much")] = None,

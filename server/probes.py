@@ -6,7 +6,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import RUNS_SCRIPT, RUNS_TARGET, Detail, progress_reporter, reply, tool, ws
 from tools import probes as P
 
 Target = Annotated[str | None, Field(description=(
@@ -37,7 +37,7 @@ def _command(command: list[str] | None) -> list[str] | None:
     return command
 
 
-@tool
+@tool(title="Gradient and update norms", hints=RUNS_SCRIPT, group="core")
 async def grad_norm_snapshot(
     target: Target = None,
     command: Command = None,
@@ -57,7 +57,7 @@ async def grad_norm_snapshot(
     return reply(rep)
 
 
-@tool
+@tool(title="Find the first NaN/Inf", hints=RUNS_SCRIPT, group="core")
 async def nan_hook_run(
     target: Target = None,
     command: Command = None,
@@ -77,7 +77,7 @@ async def nan_hook_run(
     return reply(rep)
 
 
-@tool
+@tool(title="Overfit one batch", hints=RUNS_TARGET, group="core")
 async def overfit_test(
     target: Target,
     steps: Annotated[int, Field(ge=1, le=100000, description="maximum training steps on the one batch")] = 300,
@@ -94,7 +94,7 @@ async def overfit_test(
     return reply(rep)
 
 
-@tool
+@tool(title="Loss at initialisation", hints=RUNS_TARGET, group="core")
 async def init_loss_check(
     target: Target,
     python: Python = None,
@@ -109,7 +109,7 @@ async def init_loss_check(
     return reply(rep)
 
 
-@tool
+@tool(title="Check the training data", hints=RUNS_TARGET, group="core")
 async def data_check(
     target: Target,
     python: Python = None,
@@ -125,7 +125,7 @@ async def data_check(
     return reply(rep)
 
 
-@tool
+@tool(title="LR range test", hints=RUNS_TARGET, group="core")
 async def lr_range_test(
     target: Target,
     min_lr: Annotated[float, Field(gt=0, description="first learning rate of the sweep")] = 1e-7,
@@ -148,16 +148,14 @@ async def lr_range_test(
 
 from tools import loop_checks as L  # noqa: E402 - appended with the tools it serves
 
-Detail = Annotated[L.Detail, Field(description="'compact' (default): the decision and its numbers; 'full' adds the "
-                                               "modules a leak reaches / the return line taken at each landmark step")]
 
 
-@tool
+@tool(title="Causality, targets and padding of a token model", hints=RUNS_TARGET, group="core")
 async def sequence_check(
     target: Target,
     python: Python = None,
     timeout_s: Timeout = 120.0,
-    detail: Detail = "compact",
+    detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.SequenceCheckReport]:
     """Check a token model ((B, T) integer tokens -> (B, T, V) logits: GPT, LSTM LM, tagger) on the target's batch:
@@ -170,7 +168,7 @@ async def sequence_check(
     return reply(rep)
 
 
-@tool
+@tool(title="Evaluate the LR schedule", hints=RUNS_TARGET, group="core")
 async def schedule_check(
     lr_schedule: Annotated[str | None, Field(description=(
         "a function of the step returning the LR, 'train.py:get_lr' (relative to the workspace) or 'pkg.module:fn'; "
@@ -184,7 +182,7 @@ async def schedule_check(
         "scheduler's own T_max / total_steps)"))] = None,
     python: Python = None,
     timeout_s: Timeout = 120.0,
-    detail: Detail = "compact",
+    detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.ScheduleCheckReport]:
     """Evaluate the LR schedule at every step of the run without training: a curve (<= 32 points) plus findings

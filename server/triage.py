@@ -6,13 +6,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import READS, RUNS_SCRIPT, progress_reporter, reply, tool, ws
 from server.probes import Command, Python, Target, _command, _target
 from tools.static_scan import StaticScanReport, static_scan as _static_scan
 from tools.triage import TriageReport, run_triage, source_paths_for
 
 
-@tool
+@tool(title="Scan training code for silent bugs", hints=READS, group="core")
 def static_scan(
     paths: Annotated[list[str], Field(min_length=1, description=(
         "Python files or directories of training code, relative to the workspace (directories are scanned "
@@ -26,7 +26,7 @@ def static_scan(
     return reply(_static_scan([ws().read_path(p) for p in paths]))
 
 
-@tool
+@tool(title="Triage a failing run (whole decision tree)", hints=RUNS_SCRIPT, group="core")
 async def triage(
     target: Target = None,
     command: Command = None,

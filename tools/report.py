@@ -5,7 +5,7 @@ is typed `Num`: a float when finite, else the marker string "nan", "inf" or "-in
 """
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
@@ -69,10 +69,34 @@ class Finding(BaseModel):
         return "\n".join(lines)
 
 
+class SeriesSummary(BaseModel):
+    """A long number series in detail='summary' (tools/compact.py)."""
+
+    n: int
+    first: Num = None
+    last: Num = None
+    min: Num = None
+    max: Num = None
+    trend: Literal["rising", "falling", "flat", "mixed", "non-finite"] = "flat"
+
+
 class Report(BaseModel):
-    """Base of every tool's report. Subclasses override `text()` for their headline numbers."""
+    """Base of every tool's report. Subclasses override `text()` for their headline numbers.
+
+    `rank_by` and `summary_drops` tell tools/compact.py how this report is cut in detail='summary':
+    a ranking key per list field (highest first), and fields that repeat another one.
+    """
+
+    rank_by: ClassVar[dict[str, Callable[[dict], float]]] = {}
+    summary_drops: ClassVar[tuple[str, ...]] = ()
 
     findings: list[Finding] = Field(default_factory=list)
+    summarised: dict[str, SeriesSummary] = Field(default_factory=dict, description=(
+        "detail='summary': number series cut from the report, by field path"))
+    omitted: dict[str, str] = Field(default_factory=dict, description=(
+        "detail='summary': what was cut, by field path; detail='full' returns everything"))
+    full_data: str | None = Field(None, description="detail='full' with a large report: the workspace JSON file "
+                                                    "holding all of it")
 
     def headline(self) -> str:
         return ""
@@ -82,3 +106,7 @@ class Report(BaseModel):
         parts = [self.headline()] if self.headline() else []
         parts += [f.text() for f in sorted(self.findings, key=lambda f: -f.confidence)]
         return "\n".join(parts) or "no findings"
+
+    def summary_text(self) -> str:
+        """The text beside the structured content in detail='summary' (a report that repeats itself trims here)."""
+        return self.text()
