@@ -96,7 +96,7 @@ def _calls(quick: bool) -> list[tuple[str, dict]]:
     return calls
 
 
-async def _live(client, ws: Path, rows: list, detail_tools: set[str]) -> None:
+async def _live(client, ws: Path, rows: list, detail_tools: dict) -> None:
     """run_training, then live_status while it trains, then live_action(stop)."""
     started = await client.call_tool("run_training", {"command": ["python", "train.py", "--max_iters=3000"],
                                                       "log_path": "logs/live.log"})
@@ -145,11 +145,14 @@ async def measure(root: Path, ws: Path, quick: bool) -> dict:
     async with await _session(root, ws, []) as client:
         tools = (await client.list_tools()).tools
         lists["all"] = _tool_list_sizes(tools)
-        detail_tools = {t.name for t in tools if "detail" in (t.input_schema.get("properties") or {})}
+        detail_tools = {t.name: t.input_schema["properties"]["detail"].get("enum", ["summary", "full"])
+                        for t in tools if "detail" in (t.input_schema.get("properties") or {})}
         for name, args in _calls(quick):
             modes = ("summary", "full") if name in detail_tools else ("summary",)
             for detail in modes:
-                call_args = {**args, **({"detail": detail} if name in detail_tools else {})}
+                # an older checkout may spell the default differently (sequence_check had 'compact')
+                sent = detail if detail in detail_tools.get(name, [detail]) else detail_tools[name][0]
+                call_args = {**args, **({"detail": sent} if name in detail_tools else {})}
                 if name == "journal_append" and detail == "full":
                     call_args["title"] += " (again)"
                 t0 = time.monotonic()

@@ -28,7 +28,13 @@ triage_training_failure). Gather evidence first: tail_log on the run's log, then
 process_check; then localise with the probes (nan_hook_run, init_loss_check, overfit_test,
 grad_norm_snapshot, data_check) or let triage walk the decision tree. Do not change
 hyperparameters before the probes have ruled out a bug. After a fix: journal_append and
-write_regression_test. Paths are relative to the workspace."""
+write_regression_test. Paths are relative to the workspace.
+A target is a factory 'train.py:make_target' (or 'pkg.module:make_target'): a no-argument function
+returning {'model', 'batch' or 'data', 'loss_fn(model, batch)', 'optimizer' or 'make_optimizer(params)',
+optional 'num_classes', 'task'}. A command is the user's unmodified script, e.g. ['python', 'train.py',
+'--steps', '50'] (torchrun too), run in the workspace with instruments injected. Probes run in the
+user's interpreter: `python`, else $MLTRIAGE_PYTHON, else the workspace's .venv/bin/python.
+Results are compact (detail='summary'); pass detail='full' for everything."""
 
 def _version() -> str:
     """The installed package's version, or pyproject's when run from a checkout that is not installed."""
@@ -91,14 +97,14 @@ def ws() -> Workspace:
     return workspace
 
 
-Detail = Annotated[compact.Detail, Field(description=(
-    "'summary' (default): findings, the numbers they rest on, top items, series summarised; 'full': everything "
-    "(a large report goes to a JSON file under .mltriage/reports, its path in full_data)"))]
+Detail = Annotated[compact.Detail, Field(description="'full': all of it (a large report goes to a file)")]
+# Parameters many tools share: described once here, short, since the model reads them for every tool.
+Python = Annotated[str | None, Field(description="interpreter with the user's torch (default: see instructions)")]
 
 # (tool name, detail) of the call being answered: `tool` sets it, `reply` shapes the report by it.
 # Context variables follow the call onto the worker thread of a sync tool (anyio copies the context).
 _CALL: ContextVar[tuple[str, str]] = ContextVar("mltriage_call", default=("", "full"))
-FULL_INLINE_MAX = 16_000  # characters of JSON a full report may take inline; above it goes to a file
+FULL_INLINE_MAX = 8_000  # characters of JSON a full report may take inline (~2k tokens); above it goes to a file
 
 
 def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
@@ -111,7 +117,8 @@ def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
     if detail == "summary":
         text, structured, links = report.summary_text(), compact.summary(report), []
     else:
-        text, structured, links = report.text(), report.model_dump(mode="json"), []
+        structured = report.model_dump(mode="json", exclude=set(compact.BOOKKEEPING))
+        text, links = report.text(), []
         raw = json.dumps(structured)
         if len(raw) > FULL_INLINE_MAX:
             path = _save_full(name or "report", raw)
@@ -173,6 +180,8 @@ def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = N
     """
     if fn is None:
         return functools.partial(tool, title=title, hints=hints, group=group)
+    # the docstring as the model reads it: paragraphs kept, the source's line breaks and indentation not
+    doc = "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(fn.__doc__ or "").split("\n\n"))
     sig = inspect.signature(fn)
     own_detail = "detail" in sig.parameters
 
@@ -190,36 +199,42 @@ def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = N
     if not own_detail:
         extra = inspect.Parameter("detail", inspect.Parameter.KEYWORD_ONLY, default="summary", annotation=Detail)
         wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
-    mcp.tool(title=title, annotations=hints)(wrapper)
+    mcp.tool(title=title, description=doc, annotations=hints)(wrapper)
     TOOL_GROUPS.setdefault(group, []).append(fn.__name__)
     return fn
 
 
-def select_tools(spec: str) -> list[str]:
-    """Keep only the tools `spec` names ('core', 'all', groups and tool names, comma-separated); the names kept.
+def resolve_tools(spec: str) -> list[str]:
+    """The tool names `spec` names: 'core', 'all', the sets live/experiments and tool names, comma-separated.
 
-    The rest leave tools/list; calling one gets a clear refusal (`_Server.call_tool`). An unknown
-    name raises ValueError with a one-line message.
+    An unknown name raises ValueError with a one-line message listing what exists.
     """
     every = [name for names in TOOL_GROUPS.values() for name in names]
-    wanted: list[str] = []
+    wanted: set[str] = set()
     for part in filter(None, (p.strip() for p in spec.split(","))):
         if part == "all":
-            wanted += every
+            wanted.update(every)
         elif part in TOOL_GROUPS:
-            wanted += TOOL_GROUPS[part]
+            wanted.update(TOOL_GROUPS[part])
         elif part in every:
-            wanted.append(part)
+            wanted.add(part)
         else:
-            raise ValueError(f"unknown tool or tool set {part!r} in --tools; choose from "
-                             f"{', '.join(['all', *TOOL_GROUPS])} or tool names: {', '.join(every)}")
+            raise ValueError(f"unknown tool or tool set {part!r} in --tools; use all, {', '.join(TOOL_GROUPS)} "
+                             f"or tool names ({', '.join(every)})")
     if not wanted:
         raise ValueError("--tools names no tool; use core, all or a comma-separated list")
-    for name in every:
-        if name not in wanted and name not in mcp.unloaded:
+    return [n for n in every if n in wanted]
+
+
+def select_tools(spec: str) -> list[str]:
+    """Serve only the tools `spec` names (see resolve_tools); the others leave tools/list, and a call to one
+    gets a clear refusal (`_Server.call_tool`) instead of the SDK's 'Unknown tool'."""
+    kept = resolve_tools(spec)
+    for name in [n for names in TOOL_GROUPS.values() for n in names]:
+        if name not in kept and name not in mcp.unloaded:
             mcp.remove_tool(name)
             mcp.unloaded[name] = spec
-    return [n for n in every if n in wanted]
+    return kept
 
 
 def progress_reporter(ctx: Context | None):

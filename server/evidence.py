@@ -19,15 +19,10 @@ def tail_log(
     path: Annotated[str, Field(description="the run's log file, relative to the workspace (e.g. 'logs/train.log')")],
     lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
-    """Start here: the last lines of a training log, read from the end (fast on any size), with typed `events`.
-
-    Events: traceback (one per crash, with exception type, message and innermost frame), nan_inf, oom, nccl,
-    killed, segfault, warning, each with its line. Also `last_step` seen, `stale_s` (seconds since the file was
-    written) and `run_state`: active, crashed (ends in a traceback/kill/segfault), ended (quiet and no process
-    writes it: the run finished, not a hang), stalled (quiet while a live process still holds it open for
-    writing: a hang candidate, with `writers`). Findings map the events to failure modes. Next: a traceback ->
-    open its frame; NaN/Inf or a curve question -> log_metrics; OOM -> gpu_status; stalled ->
-    process_check(pid=..., stack=True). Use lines=200 to see a whole traceback."""
+    """Start here on any failing run: the log's last lines (read from the end, any size) with typed events (traceback,
+    nan_inf, oom, nccl, killed, segfault, warning), the last step, seconds since the last write and run_state
+    (active, ended, crashed, stalled = a hang candidate). Next: a traceback -> its frame; NaN or a curve question ->
+    log_metrics; OOM -> gpu_status; stalled -> process_check(stack=True)."""
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
@@ -38,19 +33,10 @@ async def log_metrics(
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Parse every metric series in a training log and classify the loss curve's shape and the LR schedule.
-
-    Reads logs as frameworks print them (nanoGPT, HF Trainer lines and trainer_state.json, Lightning bars and
-    metrics.csv, torchtitan, Megatron-LM, timm, fairseq, Keras, logging/print lines, JSON lines, CSV): steps from
-    the line's own iter/step/iteration/epoch field, train and validation series apart (`loss_series`,
-    `val_series`), header/config numbers not series. Per series: kind (loss, lr, grad_norm, throughput, memory,
-    metric), count, first, last, min, max, non-finite count and first non-finite step, smoothed last, trend;
-    at most 8 shown, the rest named in `other_series` (ask with `names`). `shape` is one of decreasing,
-    converged, plateau, slow_burn, hockey_stick, oscillating, spike_and_recover, nan_death, spike_then_nan,
-    diverging, train_val_divergence. `findings` name the failure mode with the numbers; LR findings from the
-    curve shape alone stay below 0.5, those from the LR series against the configured LR/warmup name the step.
-    A shape picks the branch of the triage tree; it does not locate the bug: confirm with the probe the finding
-    names (nan_hook_run, grad_norm_snapshot, overfit_test, init_loss_check). Streams: fine on multi-GB logs."""
+    """Every metric series of a training log (nanoGPT, HF Trainer, Lightning, torchtitan, Megatron, timm, fairseq,
+    Keras, logging lines, JSON lines, CSV; streamed) with first/last/min/max/trend per series, the loss curve's
+    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. A shape picks the triage branch;
+    confirm with the probe a finding names."""
     file = ws().existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
@@ -69,11 +55,9 @@ async def log_metrics(
 
 @tool(title="GPU status (NVML)", hints=READS, group="core")
 def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
-    """Every NVIDIA GPU on this machine through NVML: memory used/total, utilisation, temperature, power,
-    SM clock, decoded throttle reasons, ECC errors, and the processes holding memory (pid, MiB, command line);
-    driver and CUDA versions. Fields a GPU does not support are null. No driver or no GPU: available=false
-    and the reason. Call it for OOM (who holds the memory?) and slow runs (utilisation well below ~90% means
-    the GPU waits for data or for host syncs -> profile_steps)."""
+    """Per NVIDIA GPU: memory, utilisation, temperature, power, clocks, throttle reasons, ECC, and the processes
+    holding memory; available=false with the reason when there is none. Call it for OOM (who holds the memory?) and
+    slow runs (utilisation well below 90% -> profile_steps)."""
     return reply(_gpu_status())
 
 
@@ -83,9 +67,7 @@ def process_check(
     pattern: Annotated[str | None, Field(description="regex over the command line, e.g. 'train.py'; default matches python/torchrun/accelerate/deepspeed running a train script")] = None,
     stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted")] = False,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
-    """Is the training run alive, working, hung, stopped or a zombie? Per process: status, CPU % sampled over
-    ~0.5 s (all processes in one window), RSS, threads, age, children (data-loader workers) and their states,
-    log files it has open (and how stale), GPU memory, and a `verdict`: running, possibly_hung (alive, ~0% CPU,
-    log not written recently), zombie, stopped, not_found. For possibly_hung call again with stack=True: the
-    stack shows where it waits (DataLoader queue, lock, NCCL collective) before you restart anything."""
+    """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS,
+    children (loader workers), open logs and how stale they are, and a verdict. For possibly_hung call again with
+    stack=True to see where it waits before restarting anything."""
     return reply(_process_check(pid=pid, pattern=pattern, stack=stack))

@@ -25,7 +25,31 @@ def slim(schema: dict, output: bool = False) -> dict:
     """
     drop = {"title", "description"} if output else {"title"}
     out = _strip(schema, drop, output)
+    if not output:
+        out = _optional_without_null(out)
     return _share_any_of(out)
+
+
+def _optional_without_null(schema: dict) -> dict:
+    """An optional argument whose default is null is described by its real type: leaving it out says null.
+
+    The server still accepts an explicit null (its pydantic model does); the schema just stops
+    spending characters on the null branch and `"default": null` for every optional argument.
+    """
+    required = set(schema.get("required", []))
+    props = {}
+    for name, prop in schema.get("properties", {}).items():
+        if name not in required and prop.get("default", 0) is None:
+            prop = {k: v for k, v in prop.items() if k != "default"}
+            if isinstance(prop.get("type"), list) and "null" in prop["type"]:
+                kept = [t for t in prop["type"] if t != "null"]
+                prop["type"] = kept[0] if len(kept) == 1 else kept
+            elif isinstance(prop.get("anyOf"), list):
+                kept = [o for o in prop["anyOf"] if o != {"type": "null"}]
+                rest = {k: v for k, v in prop.items() if k != "anyOf"}
+                prop = {**kept[0], **rest} if len(kept) == 1 else {"anyOf": kept, **rest}
+        props[name] = prop
+    return {**schema, "properties": props}
 
 
 def _strip(node: Any, drop: set[str], drop_empty_default: bool, in_properties: bool = False) -> Any:
@@ -44,6 +68,8 @@ def _strip(node: Any, drop: set[str], drop_empty_default: bool, in_properties: b
                           in_properties=key in ("properties", "$defs", "patternProperties"))
     if not in_properties:
         out = _fold_nullable(out)
+        if isinstance(out.get("enum"), list) and out.get("type") == "string" and all(isinstance(e, str) for e in out["enum"]):
+            del out["type"]  # an enum of strings already says string
     return out
 
 

@@ -3,12 +3,14 @@
 An agent pays for every character a tool returns, and some clients show the model only the
 structured content. `summary()` shapes any report the same way, so no tool trims itself by hand:
 
-- fields left at an empty default (None, [], {}, "") are left out: the schema says what they default to;
 - floats keep 4 significant digits;
 - a long series of numbers becomes first/last/min/max/trend (in `summarised`, keyed by its path);
 - a long curve (a list of points) is downsampled to at most 32 points, its extremes kept;
 - a long list of records keeps the top k: the ones the findings name or that carry a flag first,
-  then the report's own ranking (`Report.rank_by`), then the original order; `omitted` says what was cut;
+  then the report's own ranking (`Report.rank_by`), then the original order; `omitted` says what was
+  cut; the records kept leave out their empty default fields (None, [], "", False), which a long
+  list would otherwise repeat per item;
+- fields that repeat another one (`Report.summary_drops`) are left out;
 - evidence repeated under several findings is shown once;
 - a very long string keeps its head and tail (a traceback's last frames are where it failed).
 
@@ -16,15 +18,18 @@ The result is validated against the report's own model, so it stays valid agains
 output schema; if a rule ever breaks that, the rounded full report is returned instead.
 """
 
+import copy
+import json
 import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 Detail = Literal["summary", "full"]
+BOOKKEEPING = ("summarised", "omitted", "full_data")  # Report's own fields about the shaping
 
 SIG_DIGITS = 4
-TOP_K = 8
+TOP_K = 6
 SERIES_MAX = 8  # a number list longer than this is summarised
 CURVE_POINTS = 32
 LIST_BYTES = 1200  # a list of records is cut to the top k only when it costs more than this
@@ -86,10 +91,14 @@ def _trend(values: list, finite: list[float]) -> str:
     return direction if monotone or abs(tail - head) >= 0.3 * span else "mixed"
 
 
-def downsample(points: list, n: int = CURVE_POINTS) -> list:
-    """At most n points: evenly spaced, plus the first, the last and each column's min and max."""
+def downsample(points: list, n: int = CURVE_POINTS, key=None) -> list:
+    """At most n points: evenly spaced, plus the first, the last and each column's min and max.
+
+    With `key`, `points` are handles (indices) and key(point) is the point itself.
+    """
     if len(points) <= n:
         return points
+    handles, points = points, [key(p) for p in points] if key else points
     cols = points[0].keys() if isinstance(points[0], dict) else range(len(points[0]))
     keep = {0, len(points) - 1}
     for c in list(cols)[1:]:  # the first column is the x axis (step, lr)
@@ -102,11 +111,15 @@ def downsample(points: list, n: int = CURVE_POINTS) -> list:
     while len(keep) > n:  # the extremes win over the evenly spaced points
         spaced = sorted(keep - {0, len(points) - 1})
         keep.discard(spaced[len(spaced) // 2])
-    return [points[i] for i in sorted(keep)]
+    return [handles[i] for i in sorted(keep)]
 
 
 class _Shaper:
-    """One pass over a report's JSON: the rules in the module docstring, with notes of what was cut."""
+    """One pass over a report's JSON: the rules in the module docstring, with notes of what was cut.
+
+    `lean` runs beside the value: the same report dumped without its defaults, so a record knows
+    which of its empty fields it may leave out.
+    """
 
     def __init__(self, mentioned: str, rank_by: dict):
         self.mentioned = mentioned
@@ -114,15 +127,16 @@ class _Shaper:
         self.summarised: dict[str, dict] = {}
         self.omitted: dict[str, str] = {}
 
-    def value(self, v: Any, path: str) -> Any:
+    def value(self, v: Any, path: str, lean: Any = None) -> Any:
         if isinstance(v, float):
             return round_sig(v)
         if isinstance(v, str):
             return self.string(v, path)
         if isinstance(v, dict):
-            return {k: self.value(x, f"{path}.{k}" if path else k) for k, x in v.items()}
+            lean = lean if isinstance(lean, dict) else {}
+            return {k: self.value(x, f"{path}.{k}" if path else k, lean.get(k)) for k, x in v.items()}
         if isinstance(v, list):
-            return self.sequence(v, path)
+            return self.sequence(v, path, lean if isinstance(lean, list) and len(lean) == len(v) else None)
         return v
 
     def string(self, s: str, path: str) -> str:
@@ -131,30 +145,34 @@ class _Shaper:
         self.omitted[path] = f"{len(s) - STR_HEAD - STR_TAIL} of {len(s)} characters cut from the middle"
         return s[:STR_HEAD] + "\n[...]\n" + s[-STR_TAIL:]
 
-    def sequence(self, items: list, path: str) -> list:
+    def sequence(self, items: list, path: str, lean: list | None) -> list:
+        lean = lean or [None] * len(items)
         if len(items) > SERIES_MAX and all(_is_numlike(x) for x in items) and any(isinstance(x, float) for x in items):
             self.summarised[path] = series_summary(items)
             return []
         if len(items) > CURVE_POINTS and all(_is_point(x) for x in items):
             self.omitted[path] = f"{CURVE_POINTS} of {len(items)} points shown (evenly spaced, extremes kept)"
-            items = downsample(items)
+            keep = downsample(list(range(len(items))), key=lambda i: items[i])
+            items, lean = [items[i] for i in keep], [lean[i] for i in keep]
         elif len(items) > TOP_K and all(isinstance(x, dict) for x in items) and _cost(items) > LIST_BYTES:
-            items = self.top_k(items, path)
-        return [self.value(x, f"{path}.{i}") for i, x in enumerate(items)]
+            keep = self.top_k(items, path)
+            # records of a long list repeat their empty fields once per item: those go
+            items = [prune_empty(items[i], lean[i]) if lean[i] is not None else items[i] for i in keep]
+            lean = [lean[i] for i in keep]
+        return [self.value(x, f"{path}.{i}", lean[i]) for i, x in enumerate(items)]
 
-    def top_k(self, items: list[dict], path: str) -> list[dict]:
+    def top_k(self, items: list[dict], path: str) -> list[int]:
+        """Indices of the records kept, in their original order."""
         field = path.rsplit(".", 1)[-1]
         rank = self.rank_by.get(field)
 
-        def score(pair: tuple[int, dict]) -> tuple:
-            i, item = pair
+        def score(i: int) -> tuple:
+            item = items[i]
             return (-self.is_named(item), -_is_flagged(item), -(rank(item) if rank else 0.0), i)
 
-        kept = sorted(sorted(enumerate(items), key=score)[:TOP_K])
-        why = "named by a finding or flagged first" + (f", then {getattr(rank, '__doc__', '') or 'ranked'}"
-                                                       if rank else "")
+        why = "named by a finding or flagged first" + (f", then {rank.__doc__ or 'ranked'}" if rank else "")
         self.omitted[path] = f"{TOP_K} of {len(items)} shown ({why})"
-        return [item for _, item in kept]
+        return sorted(sorted(range(len(items)), key=score)[:TOP_K])
 
     def is_named(self, item: dict) -> bool:
         names = [item.get(k) for k in ("name", "module", "param", "parameter", "file", "path", "rule")]
@@ -166,23 +184,18 @@ def _is_flagged(item: dict) -> bool:
 
 
 def _cost(v: Any) -> int:
-    import json
-
     return len(json.dumps(v))
 
 
-def prune_empty(full: Any, lean: Any) -> Any:
-    """`full` without the keys pydantic calls defaults (absent from `lean`) whose value is empty.
+def prune_empty(full: dict, lean: dict) -> dict:
+    """A record without the fields pydantic calls defaults (absent from `lean`) whose value is empty.
 
-    A default that carries a decision (passed=False, verdict="unknown") stays: only None, [], {} and ""
-    go, since the schema already says a missing field is empty.
+    Only None, [], {}, "" and False go (the schema says what a missing field defaults to); a default
+    that is a decision (verdict="unknown") stays. The report's own top-level fields are never pruned.
     """
-    if isinstance(full, dict) and isinstance(lean, dict):
-        return {k: prune_empty(v, lean[k]) if k in lean else v for k, v in full.items()
-                if k in lean or v not in (None, [], {}, "")}
-    if isinstance(full, list) and isinstance(lean, list) and len(full) == len(lean):
-        return [prune_empty(a, b) for a, b in zip(full, lean)]
-    return full
+    empty = (None, [], {}, "", False)
+    return {k: v for k, v in full.items()
+            if k in lean or not any(v is e or (v == e and type(v) is type(e)) for e in empty)}
 
 
 def dedupe_evidence(findings: list[dict]) -> None:
@@ -205,7 +218,10 @@ def dedupe_evidence(findings: list[dict]) -> None:
 def summary(report: BaseModel) -> dict:
     """The report's structured content in detail='summary' (see the module docstring)."""
     full = report.model_dump(mode="json")
-    data = prune_empty(full, report.model_dump(mode="json", exclude_defaults=True))
+    data = copy.deepcopy(full)
+    for own in BOOKKEEPING:  # set below only when something was cut
+        data.pop(own, None)
+    lean = report.model_dump(mode="json", exclude_defaults=True)
     for name in getattr(report, "summary_drops", ()):  # fields that repeat another one (Report.summary_drops)
         if name in data:
             if type(report).model_fields[name].is_required():
@@ -218,7 +234,7 @@ def summary(report: BaseModel) -> dict:
                                                 " ".join(str(e.get("what", "")) for e in f.get("evidence", []))]))
                          for f in full.get("findings", []))
     shaper = _Shaper(mentioned, getattr(report, "rank_by", {}) or {})
-    shaped = shaper.value(data, "")
+    shaped = shaper.value(data, "", lean)
     if shaper.summarised:
         shaped["summarised"] = shaper.summarised
     if shaper.omitted:
