@@ -101,7 +101,7 @@ async def _live(client, ws: Path, rows: list, detail_tools: dict) -> None:
     started = await client.call_tool("run_training", {"command": ["python", "train.py", "--max_iters=3000"],
                                                       "log_path": "logs/live.log"})
     rows.append(("run_training", "summary", *_size(started), started.is_error))
-    run = (started.structured_content or {}).get("run")
+    run = ((started.structured_content or {}).get("run") or {}).get("id")
     if not run:
         return
     await anyio.sleep(8)  # let it log steps, so `progress` has recent steps to show
@@ -112,6 +112,20 @@ async def _live(client, ws: Path, rows: list, detail_tools: dict) -> None:
             rows.append((f"live_status({'+'.join(what)})", detail, *_size(r), r.is_error))
     stop = await client.call_tool("live_action", {"run": run, "action": "stop"})
     rows.append(("live_action(stop)", "summary", *_size(stop), stop.is_error))
+
+
+def _stop_strays(ws: Path) -> None:
+    """A live run whose stop failed (an older checkout) must not outlive the benchmark: kill its group."""
+    import os
+    import signal
+
+    for state in (ws / ".mltriage" / "runs").glob("*/state.json"):
+        pgid = json.loads(state.read_text()).get("pgid") or json.loads(state.read_text()).get("pid")
+        if pgid:
+            try:
+                os.killpg(int(pgid), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _tool_list_sizes(tools) -> dict:
@@ -134,7 +148,7 @@ async def _session(root: Path, ws: Path, server_args: list[str]):
     return Client(params)
 
 
-async def measure(root: Path, ws: Path, quick: bool) -> dict:
+async def measure(root: Path, ws: Path, quick: bool, only: set[str] | None = None) -> dict:
     rows: list[tuple] = []
     lists = {}
     try:
@@ -148,6 +162,8 @@ async def measure(root: Path, ws: Path, quick: bool) -> dict:
         detail_tools = {t.name: t.input_schema["properties"]["detail"].get("enum", ["summary", "full"])
                         for t in tools if "detail" in (t.input_schema.get("properties") or {})}
         for name, args in _calls(quick):
+            if only and name not in only:
+                continue
             modes = ("summary", "full") if name in detail_tools else ("summary",)
             for detail in modes:
                 # an older checkout may spell the default differently (sequence_check had 'compact')
@@ -162,8 +178,10 @@ async def measure(root: Path, ws: Path, quick: bool) -> dict:
                 print(f"{label:28} {detail:8} text {rows[-1][2]:6} structured {rows[-1][3]:6}"
                       f"{'  ERROR ' + (r.content[0].text[:120] if r.content else '') if r.is_error else ''}",
                       file=sys.stderr, flush=True)
-        if not quick:
+        if not quick and (not only or "live" in only):
             await _live(client, ws, rows, detail_tools)
+    if not quick:
+        _stop_strays(ws)
     return {"rows": rows, "tools_list": lists}
 
 
@@ -193,10 +211,12 @@ def main() -> None:
     ap.add_argument("--server-root", type=Path, default=ROOT, help="checkout whose `python -m server` is measured")
     ap.add_argument("--quick", action="store_true", help="skip triage, write_regression_test and the live run")
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--only", help="comma list of tool names to call ('live' = the live run); default all")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mltriage-sizes-") as tmp:
         ws = _workspace(Path(tmp))
-        result = anyio.run(measure, args.server_root.resolve(), ws, args.quick)
+        only = set(args.only.split(",")) if args.only else None
+        result = anyio.run(measure, args.server_root.resolve(), ws, args.quick, only)
     _print(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
