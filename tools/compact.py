@@ -30,6 +30,7 @@ BOOKKEEPING = ("summarised", "omitted", "full_data")  # Report's own fields abou
 
 SIG_DIGITS = 4
 TOP_K = 6
+MIN_K = 3  # records shown from a long list even when none stands out
 SERIES_MAX = 8  # a number list longer than this is summarised
 CURVE_POINTS = 32
 LIST_BYTES = 1200  # a list of records is cut to the top k only when it costs more than this
@@ -151,7 +152,7 @@ class _Shaper:
             self.summarised[path] = series_summary(items)
             return []
         if len(items) > CURVE_POINTS and all(_is_point(x) for x in items):
-            self.omitted[path] = f"{CURVE_POINTS} of {len(items)} points shown (evenly spaced, extremes kept)"
+            self.omitted[path] = f"{CURVE_POINTS} of {len(items)} points: evenly spaced, extremes kept"
             keep = downsample(list(range(len(items))), key=lambda i: items[i])
             items, lean = [items[i] for i in keep], [lean[i] for i in keep]
         elif len(items) > TOP_K and all(isinstance(x, dict) for x in items) and _cost(items) > LIST_BYTES:
@@ -162,17 +163,21 @@ class _Shaper:
         return [self.value(x, f"{path}.{i}", lean[i]) for i, x in enumerate(items)]
 
     def top_k(self, items: list[dict], path: str) -> list[int]:
-        """Indices of the records kept, in their original order."""
+        """Indices of the records kept, in their original order: up to TOP_K that stand out (a finding names
+        them, they carry a flag, or the report's ranking scores them above 0), at least MIN_K in all."""
         field = path.rsplit(".", 1)[-1]
         rank = self.rank_by.get(field)
 
         def score(i: int) -> tuple:
             item = items[i]
-            return (-self.is_named(item), -_is_flagged(item), -(rank(item) if rank else 0.0), i)
+            return (self.is_named(item), _is_flagged(item), rank(item) if rank else 0.0)
 
-        why = "named by a finding or flagged first" + (f", then {rank.__doc__ or 'ranked'}" if rank else "")
-        self.omitted[path] = f"{TOP_K} of {len(items)} shown ({why})"
-        return sorted(sorted(range(len(items)), key=score)[:TOP_K])
+        ranked = sorted(range(len(items)), key=lambda i: tuple(-x for x in score(i)) + (i,))
+        standing_out = [i for i in ranked if any(score(i))][:TOP_K]
+        kept = standing_out + [i for i in range(len(items)) if i not in standing_out][:max(0, MIN_K - len(standing_out))]
+        why = "named by a finding or flagged first" + (f", {rank.__doc__}" if rank and rank.__doc__ else "")
+        self.omitted[path] = f"{len(kept)} of {len(items)}: {why}"
+        return sorted(kept)
 
     def is_named(self, item: dict) -> bool:
         names = [item.get(k) for k in ("name", "module", "param", "parameter", "file", "path", "rule")]
@@ -218,10 +223,12 @@ def dedupe_evidence(findings: list[dict]) -> None:
 def summary(report: BaseModel) -> dict:
     """The report's structured content in detail='summary' (see the module docstring)."""
     full = report.model_dump(mode="json")
-    data = copy.deepcopy(full)
+    lean = report.model_dump(mode="json", exclude_defaults=True)
+    # top-level fields left at None go (an absent optional field is null by the schema); empty lists
+    # and False stay there, since an agent reads `entries == []` or `passed is False` as the answer
+    data = {k: v for k, v in copy.deepcopy(full).items() if k in lean or v is not None}
     for own in BOOKKEEPING:  # set below only when something was cut
         data.pop(own, None)
-    lean = report.model_dump(mode="json", exclude_defaults=True)
     for name in getattr(report, "summary_drops", ()):  # fields that repeat another one (Report.summary_drops)
         if name in data:
             if type(report).model_fields[name].is_required():

@@ -185,13 +185,13 @@ class ActivationStat(BaseModel):
 
 
 def _off_healthy_ratio(item: dict) -> float:
-    """furthest from the healthy update/weight ratio ~1e-3"""
+    """then update/weight ratio furthest from 1e-3"""
     r = item.get("update_ratio")
     return abs(math.log10(r) + 3) if is_finite(r) and r > 0 else 0.0
 
 
 def _activation_trouble(item: dict) -> float:
-    """most dead or saturated units"""
+    """then most dead or saturated units"""
     return max(x if is_finite(x) else 0.0 for x in (item.get("dead_unit_frac"), item.get("saturated_frac"), 0.0))
 
 
