@@ -43,6 +43,11 @@ def _size(result) -> tuple[int, int]:
     return text, structured
 
 
+def _decision(result) -> list:
+    """What an agent decides on: each finding's failure mode and confidence (the same in both modes)."""
+    return [(f.get("failure_mode"), f.get("confidence")) for f in (result.structured_content or {}).get("findings", [])]
+
+
 def _workspace(tmp: Path) -> Path:
     ws = tmp / "ws"
     shutil.copytree(ROOT / RUN, ws)
@@ -174,7 +179,7 @@ async def measure(root: Path, ws: Path, quick: bool, only: set[str] | None = Non
                 t0 = time.monotonic()
                 r = await client.call_tool(name, call_args)
                 label = name + ("(command)" if name == "grad_norm_snapshot" and "command" in args else "")
-                rows.append((label, detail, *_size(r), r.is_error, round(time.monotonic() - t0, 1)))
+                rows.append((label, detail, *_size(r), r.is_error, round(time.monotonic() - t0, 1), _decision(r)))
                 print(f"{label:28} {detail:8} text {rows[-1][2]:6} structured {rows[-1][3]:6}"
                       f"{'  ERROR ' + (r.content[0].text[:120] if r.content else '') if r.is_error else ''}",
                       file=sys.stderr, flush=True)
@@ -187,12 +192,17 @@ async def measure(root: Path, ws: Path, quick: bool, only: set[str] | None = Non
 
 def _print(result: dict) -> None:
     print("| tool | detail | text | structured | total |\n| --- | --- | ---: | ---: | ---: |")
-    summary_totals = []
+    summary_totals, decisions, differ = [], {}, []
     for row in result["rows"]:
         name, detail, text, structured, err = row[:5]
         print(f"| {name} | {detail} | {text} | {structured} | {text + structured}{' (error)' if err else ''} |")
         if detail == "summary" and not err:
             summary_totals.append(text + structured)
+        if len(row) > 6 and not err:
+            if detail == "full" and name in decisions and decisions[name] != row[6]:
+                differ.append(name)
+            decisions[name] = row[6]
+    print(f"\nfindings (failure mode, confidence) differ between summary and full: {differ or 'nowhere'}")
     if summary_totals:
         print(f"\ndefault responses: max {max(summary_totals)}, median {statistics.median(summary_totals):.0f} "
               f"characters over {len(summary_totals)} calls")

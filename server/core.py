@@ -97,9 +97,9 @@ def ws() -> Workspace:
     return workspace
 
 
-Detail = Annotated[compact.Detail, Field(description="'full': all of it (a large report goes to a file)")]
+Detail = Annotated[compact.Detail, Field(description="'full' for everything")]
 # Parameters many tools share: described once here, short, since the model reads them for every tool.
-Python = Annotated[str | None, Field(description="interpreter with the user's torch (default: see instructions)")]
+Python = Annotated[str | None, Field(description="interpreter with the user's torch")]
 
 # (tool name, detail) of the call being answered: `tool` sets it, `reply` shapes the report by it.
 # Context variables follow the call onto the worker thread of a sync tool (anyio copies the context).

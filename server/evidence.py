@@ -16,27 +16,25 @@ from tools.processes import ProcessCheckReport, process_check as _process_check
 
 @tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log file, relative to the workspace (e.g. 'logs/train.log')")],
+    path: Annotated[str, Field(description="the run's log, e.g. 'logs/train.log'")],
     lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
-    """Start here on any failing run: the log's last lines (read from the end, any size) with typed events (traceback,
-    nan_inf, oom, nccl, killed, segfault, warning), the last step, seconds since the last write and run_state
-    (active, ended, crashed, stalled = a hang candidate). Next: a traceback -> its frame; NaN or a curve question ->
-    log_metrics; OOM -> gpu_status; stalled -> process_check(stack=True)."""
+    """Start here on any failing run: the log's last lines with typed events (traceback, nan_inf, oom, nccl, killed,
+    segfault), the last step, seconds since the last write and run_state (active, ended, crashed, stalled = a hang
+    candidate). Fast on any size."""
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file (text log, JSON lines, CSV), relative to the workspace")],
+    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV)")],
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Every metric series of a training log (nanoGPT, HF Trainer, Lightning, torchtitan, Megatron, timm, fairseq,
-    Keras, logging lines, JSON lines, CSV; streamed) with first/last/min/max/trend per series, the loss curve's
-    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. A shape picks the triage branch;
-    confirm with the probe a finding names."""
+    """Every metric series of a training log (any common framework's format; streamed) summarised, the loss curve's
+    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage
+    branch; confirm with the probe a finding names."""
     file = ws().existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
@@ -64,10 +62,10 @@ def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
 @tool(title="Check training processes", hints=READS, group="core")
 def process_check(
     pid: Annotated[int | None, Field(ge=1, description="one process id; default: find the training processes")] = None,
-    pattern: Annotated[str | None, Field(description="regex over the command line, e.g. 'train.py'; default matches python/torchrun/accelerate/deepspeed running a train script")] = None,
+    pattern: Annotated[str | None, Field(description="regex over the command line (default: python/torchrun/... running a train script)")] = None,
     stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted")] = False,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
-    """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS,
-    children (loader workers), open logs and how stale they are, and a verdict. For possibly_hung call again with
-    stack=True to see where it waits before restarting anything."""
+    """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS, loader
+    workers, open logs and their staleness, a verdict. For possibly_hung ask again with stack=True before restarting
+    anything."""
     return reply(_process_check(pid=pid, pattern=pattern, stack=stack))

@@ -34,7 +34,7 @@ def _split_target(spec: str) -> tuple[str, str]:
 
 @tool(title="Compare runs before/after a fix", hints=READS, group="core")
 def compare_runs(
-    before: Annotated[str, Field(description="log of the run before the fix, relative to the workspace")],
+    before: Annotated[str, Field(description="log of the run before the fix")],
     after: Annotated[str, Field(description="log of the re-run after the fix")],
     metric: Annotated[str | None, Field(description="series as log_metrics names it (loss, val_loss, acc; 'val' = each "
                                                     "log's validation loss); default: by failure_mode")] = None,
@@ -42,8 +42,8 @@ def compare_runs(
     failure_mode: Annotated[str | None, Field(description="what the fix was for (a failure-mode id or 'plateau')")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
     """After a fix and a short re-run: did it help? One metric of two logs aligned by step; verdict improved /
-    no_change / worse with final and best values. Pass failure_mode: leakage and overfitting fixes are judged on the
-    validation loss. no_change -> back to the probes, not to tuning."""
+    no_change / worse with final and best values. Pass failure_mode (leakage and overfitting fixes are judged on
+    validation loss). no_change -> back to the probes."""
     report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 

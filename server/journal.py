@@ -17,7 +17,7 @@ from tools.regression import RegressionRunReport, RegressionTestReport
 from tools.regression import run_regression_test as _run_regression_test
 from tools.regression import write_regression_test as _write_regression_test
 
-JournalPath = Annotated[str, Field(description="the journal file, relative to the workspace")]
+JournalPath = Annotated[str, Field(description="the journal file")]
 
 
 @tool(title="Append a journal entry", hints=APPENDS, group="core")
@@ -29,7 +29,7 @@ def journal_append(
     fix: Annotated[str, Field(description="file:line and the change")],
     evidence: Annotated[str | list[str] | None, Field(description="measured facts and the tool that measured each")] = None,
     resolution: Annotated[str | None, Field(description="before/after numbers that show the fix worked")] = None,
-    test_path: Annotated[str | None, Field(description="the regression test, e.g. tests/test_entropy_stays_finite.py")] = None,
+    test_path: Annotated[str | None, Field(description="the regression test's path")] = None,
     tags: Annotated[list[str] | None, Field(description="keywords for journal_search")] = None,
     path: JournalPath = "journal.md",
 ) -> Annotated[CallToolResult, JournalAppendReport]:
@@ -70,7 +70,7 @@ async def write_regression_test(
     failure_mode: Annotated[str, Field(description="the failure-mode id of the bug; picks what the test asserts")],
     name: Annotated[str | None, Field(
         description="what the test pins down, e.g. 'lr_never_exceeds_peak' (no path); default: from the failure mode")] = None,
-    target: Annotated[str | None, Field(description="target factory, e.g. 'train.py:make_target' (workspace-relative)")] = None,
+    target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
         description="the code where the bug lives: an LR schedule 'train.py:get_lr', a model class 'model.py:GPT' "
                     "(causality), a helper 'model.py:entropy' (nan_inf), a train step 'train.py:train_step' with target")] = None,
@@ -98,7 +98,7 @@ async def write_regression_test(
 
 @tool(title="Re-run a regression test", hints=RUNS_SCRIPT, group="core")
 async def run_regression_test(
-    path: Annotated[str, Field(description="the test file write_regression_test returned, e.g. tests/test_lr_never_exceeds_peak.py")],
+    path: Annotated[str, Field(description="the test file write_regression_test wrote")],
     python: Python = None,
     timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 600.0,
 ) -> Annotated[CallToolResult, RegressionRunReport]:

@@ -17,7 +17,7 @@ def run_training(
     command: Annotated[list[str] | str, Field(description="the training command, unmodified, e.g. "
                                               "['python', 'train.py', '--lr', '3e-4'] or 'torchrun --nproc-per-node 2 train.py'; "
                                               "no shell: pipes and redirections are not interpreted")],
-    log_path: Annotated[str, Field(description="file for the run's stdout+stderr, relative to the workspace (appended)")],
+    log_path: Annotated[str, Field(description="file for the run's stdout+stderr (appended)")],
     name: Annotated[str | None, Field(description="a short label for the run id")] = None,
     python: Python = None,
 ) -> Annotated[CallToolResult, RunStarted]:
@@ -72,7 +72,7 @@ async def live_action(
 
 @tool(title="Inspect a checkpoint safely", hints=RUNS_TARGET, group="live")
 async def inspect_checkpoint(
-    path: Annotated[str, Field(description="checkpoint file (torch.save), relative to the workspace")],
+    path: Annotated[str, Field(description="checkpoint file (torch.save)")],
     compare_to: Annotated[str | None, Field(description="a second checkpoint: report which tensors changed and by how much")] = None,
     python: Python = None,
     ctx: Context | None = None,

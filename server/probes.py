@@ -14,7 +14,7 @@ Command = Annotated[list[str] | None, Field(description="script mode instead: th
                                                         "['python', 'train.py', '--steps', '50']")]
 
 
-Timeout = Annotated[float, Field(gt=0, le=3600, description="seconds before the probe is killed")]
+Timeout = Annotated[float, Field(gt=0, le=3600, description="seconds, then it is killed")]
 
 
 def _target(target: str | None) -> str | None:
@@ -38,10 +38,9 @@ async def grad_norm_snapshot(
     timeout_s: Timeout = 120.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.GradNormReport]:
-    """Call when the loss does not move or overfit_test fails. Runs the target (or the unmodified script) to an
-    optimizer step and returns per-parameter and per-module grad norm, weight norm and update/weight ratio (healthy
-    ~1e-3), flags, activation statistics, and findings (broken_graph, frozen_params, exploding/vanishing gradients,
-    LR, dead_units) naming the parameters."""
+    """When the loss does not move or overfit_test fails: per-parameter and per-module grad norm, weight norm and
+    update/weight ratio (healthy ~1e-3), flags and activation statistics at an optimizer step; findings name the
+    parameters (broken_graph, frozen_params, exploding/vanishing, LR, dead_units)."""
     rep = await P.grad_norm_snapshot(ws().root, _target(target), _command(command), steps, python, timeout_s,
                                      progress_reporter(ctx))
     return reply(rep)
@@ -56,9 +55,9 @@ async def nan_hook_run(
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.NanHookReport]:
-    """Call first when a loss goes NaN/Inf. Trains until the first non-finite value and returns the step, phase, first
-    module and op (file:line), what the op was fed, the history before it and the likely cause (log(0), 0/0, exp
-    overflow, LR) with its fix. Fix that op rather than lowering the LR or clipping."""
+    """Call first when a loss goes NaN/Inf: trains to the first non-finite value and returns its step, phase, module
+    and op (file:line), what the op was fed and the likely cause (log(0), 0/0, exp overflow, LR) with its fix. Fix
+    that op rather than lowering the LR."""
     rep = await P.nan_hook_run(ws().root, _target(target), _command(command), max_steps, python, timeout_s,
                                progress_reporter(ctx))
     return reply(rep)
@@ -87,8 +86,8 @@ async def init_loss_check(
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.InitLossReport]:
     """A first probe that costs seconds: the loss at init against its chance value (ln C, ln 2, E[y^2]): ok, too_high
-    (bad_init, naming the layer) or too_low (data_leakage); the logit scale, constant outputs, and whether random
-    inputs score as well as real ones (data_pipeline)."""
+    (bad_init, naming the layer) or too_low (data_leakage); logit scale, constant outputs, random vs real inputs
+    (data_pipeline)."""
     rep = await P.init_loss_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -162,8 +161,8 @@ async def schedule_check(
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.ScheduleCheckReport]:
     """When the loss diverges mid-run or stops improving early, before touching the LR: evaluates the LR schedule over
-    the whole run without training and names the step and return line where it goes wrong (warmup that never ends, a
-    peak far above the base LR, decay to ~0 too early, jumps), with a curve of <= 32 points."""
+    the whole run without training; names the step and line where it goes wrong (endless warmup, peak far above the
+    base LR, early decay to ~0, jumps)."""
     spec = P.resolve_target(lr_schedule, ws()) if lr_schedule else None
     rep = await L.schedule_check(ws().root, spec, _target(target), horizon, python, timeout_s, progress_reporter(ctx),
                                  detail)

@@ -15,12 +15,11 @@ from tools.triage import TriageReport, run_triage, source_paths_for
 @tool(title="Scan training code for silent bugs", hints=READS, group="core")
 def static_scan(
     paths: Annotated[list[str], Field(min_length=1, description=(
-        "Python files or directories of training code, relative to the workspace (directories are scanned "
-        "recursively, skipping virtual environments)"))],
+        "training code: files or directories (recursive, virtual environments skipped)"))],
 ) -> Annotated[CallToolResult, StaticScanReport]:
     """Instant, nothing executed: reads training code for silent bugs (no zero_grad, softmax into CrossEntropyLoss,
-    detach on the loss path, log without eps, eval left on, an optimizer over a subset, .view after permute, host
-    syncs, ...). Each issue has file:line, rule, failure mode and fix; confirm a hit with its probe."""
+    detach on the loss path, log without eps, eval left on, ...), each with file:line, failure mode and fix. Confirm
+    a hit with its probe."""
     return reply(_static_scan([ws().read_path(p) for p in paths]))
 
 
@@ -28,17 +27,16 @@ def static_scan(
 async def triage(
     target: Target = None,
     command: Command = None,
-    log_path: Annotated[str | None, Field(description="the failing run's log, relative to the workspace")] = None,
+    log_path: Annotated[str | None, Field(description="the failing run's log")] = None,
     source_paths: Annotated[list[str] | None, Field(description=(
         "training code to scan statically (default: the target's file and the script in command)"))] = None,
     python: Python = None,
     budget_s: Annotated[float, Field(gt=0, le=3600, description="wall-clock budget for all steps together")] = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, TriageReport]:
-    """The whole decision tree in one call: give it the target factory AND the training command AND the log. Runs the
-    cheap checks, then the probes the evidence calls for, within budget_s. Returns findings ranked by confidence
-    (healthy on top when nothing reaches 0.5), the steps run and next_steps. Then: write_regression_test (it must
-    fail), fix, re-run, compare_runs, journal_append."""
+    """The whole decision tree in one call: give it the target AND the command AND the log. Cheap checks, then the
+    probes the evidence calls for, within budget_s. Returns ranked findings (healthy on top when nothing reaches
+    0.5), the steps run and next_steps: write_regression_test, fix, compare_runs, journal_append."""
     w = ws()
     log_file = w.existing_file(log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)

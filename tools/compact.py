@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 Detail = Literal["summary", "full"]
 BOOKKEEPING = ("summarised", "omitted", "full_data")  # Report's own fields about the shaping
+NEVER_CUT = ("findings",)  # the decision itself: every finding stays, however many
 
 SIG_DIGITS = 4
 TOP_K = 6
@@ -155,7 +156,8 @@ class _Shaper:
             self.omitted[path] = f"{CURVE_POINTS} of {len(items)} points: evenly spaced, extremes kept"
             keep = downsample(list(range(len(items))), key=lambda i: items[i])
             items, lean = [items[i] for i in keep], [lean[i] for i in keep]
-        elif len(items) > TOP_K and all(isinstance(x, dict) for x in items) and _cost(items) > LIST_BYTES:
+        elif (path not in NEVER_CUT and len(items) > TOP_K and all(isinstance(x, dict) for x in items)
+              and _cost(items) > LIST_BYTES):
             keep = self.top_k(items, path)
             # records of a long list repeat their empty fields once per item: those go
             items = [prune_empty(items[i], lean[i]) if lean[i] is not None else items[i] for i in keep]
