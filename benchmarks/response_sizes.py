@@ -109,7 +109,7 @@ async def _live(client, ws: Path, rows: list, detail_tools: dict) -> None:
     run = ((started.structured_content or {}).get("run") or {}).get("id")
     if not run:
         return
-    await anyio.sleep(8)  # let it log steps, so `progress` has recent steps to show
+    await anyio.sleep(25)  # let it log steps, so `progress` has its 20 recent steps to show
     for what in (["progress"], ["progress", "memory", "grads"]):
         for detail in ("summary", "full") if "live_status" in detail_tools else ("summary",):
             args = {"run": run, "what": what, **({"detail": detail} if "live_status" in detail_tools else {})}
