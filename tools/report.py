@@ -69,17 +69,6 @@ class Finding(BaseModel):
         return "\n".join(lines)
 
 
-class SeriesSummary(BaseModel):
-    """A long number series in detail='summary' (tools/compact.py)."""
-
-    n: int
-    first: Num = None
-    last: Num = None
-    min: Num = None
-    max: Num = None
-    trend: Literal["rising", "falling", "flat", "mixed", "non-finite"] = "flat"
-
-
 class Report(BaseModel):
     """Base of every tool's report. Subclasses override `text()` for their headline numbers.
 
@@ -91,12 +80,13 @@ class Report(BaseModel):
     summary_drops: ClassVar[tuple[str, ...]] = ()
 
     findings: list[Finding] = Field(default_factory=list)
-    summarised: dict[str, SeriesSummary] = Field(default_factory=dict, description=(
-        "detail='summary': number series cut from the report, by field path"))
-    omitted: dict[str, str] = Field(default_factory=dict, description=(
-        "detail='summary': what was cut, by field path; detail='full' returns everything"))
-    full_data: str | None = Field(None, description="detail='full' with a large report: the workspace JSON file "
-                                                    "holding all of it")
+    # detail='summary' (tools/compact.py): field path -> {n, first, last, min, max, trend} of a number series
+    # cut from the report, and field path -> what was cut; detail='full' with a large report: the workspace
+    # file holding all of it. Plain types without descriptions: every tool's output schema carries them, and
+    # a typed model here costs ~10 ms of start-up for 27 schemas (benchmarks/bench_evidence.py --startup-only).
+    summarised: dict[str, dict] = Field(default_factory=dict)
+    omitted: dict[str, str] = Field(default_factory=dict)
+    full_data: str | None = None
 
     def headline(self) -> str:
         return ""
