@@ -43,6 +43,12 @@ def _size(result) -> tuple[int, int]:
     return text, structured
 
 
+def _file_size(ws: Path, result) -> int | None:
+    """Characters of the full report written to a file (detail='full' when it is large), else None."""
+    path = (result.structured_content or {}).get("full_data")
+    return len((ws / path).read_text()) if path else None
+
+
 def _decision(result) -> list:
     """What an agent decides on: each finding's failure mode and confidence (the same in both modes)."""
     return [(f.get("failure_mode"), f.get("confidence")) for f in (result.structured_content or {}).get("findings", [])]
@@ -114,7 +120,7 @@ async def _live(client, ws: Path, rows: list, detail_tools: dict) -> None:
         for detail in ("summary", "full") if "live_status" in detail_tools else ("summary",):
             args = {"run": run, "what": what, **({"detail": detail} if "live_status" in detail_tools else {})}
             r = await client.call_tool("live_status", args)
-            rows.append((f"live_status({'+'.join(what)})", detail, *_size(r), r.is_error))
+            rows.append((f"live_status({'+'.join(what)})", detail, *_size(r), r.is_error, 0, [], _file_size(ws, r)))
     stop = await client.call_tool("live_action", {"run": run, "action": "stop"})
     rows.append(("live_action(stop)", "summary", *_size(stop), stop.is_error))
 
@@ -179,7 +185,8 @@ async def measure(root: Path, ws: Path, quick: bool, only: set[str] | None = Non
                 t0 = time.monotonic()
                 r = await client.call_tool(name, call_args)
                 label = name + ("(command)" if name == "grad_norm_snapshot" and "command" in args else "")
-                rows.append((label, detail, *_size(r), r.is_error, round(time.monotonic() - t0, 1), _decision(r)))
+                rows.append((label, detail, *_size(r), r.is_error, round(time.monotonic() - t0, 1), _decision(r),
+                             _file_size(ws, r)))
                 print(f"{label:28} {detail:8} text {rows[-1][2]:6} structured {rows[-1][3]:6}"
                       f"{'  ERROR ' + (r.content[0].text[:120] if r.content else '') if r.is_error else ''}",
                       file=sys.stderr, flush=True)
@@ -191,11 +198,12 @@ async def measure(root: Path, ws: Path, quick: bool, only: set[str] | None = Non
 
 
 def _print(result: dict) -> None:
-    print("| tool | detail | text | structured | total |\n| --- | --- | ---: | ---: | ---: |")
+    print("| tool | detail | text | structured | total | full report in a file |\n| --- | --- | ---: | ---: | ---: | ---: |")
     summary_totals, decisions, differ = [], {}, []
     for row in result["rows"]:
         name, detail, text, structured, err = row[:5]
-        print(f"| {name} | {detail} | {text} | {structured} | {text + structured}{' (error)' if err else ''} |")
+        file = row[7] if len(row) > 7 and row[7] else ""
+        print(f"| {name} | {detail} | {text} | {structured} | {text + structured}{' (error)' if err else ''} | {file} |")
         if detail == "summary" and not err:
             summary_totals.append(text + structured)
         if len(row) > 6 and not err:

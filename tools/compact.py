@@ -7,7 +7,8 @@ structured content. `summary()` shapes any report the same way, so no tool trims
 - a long series of numbers becomes first/last/min/max/trend (in `summarised`, keyed by its path);
 - a long curve (a list of points) is downsampled to at most 32 points, its extremes kept;
 - a long list of records keeps the top k: the ones the findings name or that carry a flag first,
-  then the report's own ranking (`Report.rank_by`), then the original order; `omitted` says what was
+  then the report's own ranking (`Report.rank_by`), then the original order (findings and a report's
+  `Report.keep_all` lists are never cut); `omitted` says what was
   cut; the records kept leave out their empty default fields (None, [], "", False), which a long
   list would otherwise repeat per item;
 - fields that repeat another one (`Report.summary_drops`) are left out;
@@ -123,9 +124,10 @@ class _Shaper:
     which of its empty fields it may leave out.
     """
 
-    def __init__(self, mentioned: str, rank_by: dict):
+    def __init__(self, mentioned: str, rank_by: dict, keep_all: tuple[str, ...]):
         self.mentioned = mentioned
         self.rank_by = rank_by
+        self.keep_all = NEVER_CUT + keep_all
         self.summarised: dict[str, dict] = {}
         self.omitted: dict[str, str] = {}
 
@@ -156,7 +158,7 @@ class _Shaper:
             self.omitted[path] = f"{CURVE_POINTS} of {len(items)} points: evenly spaced, extremes kept"
             keep = downsample(list(range(len(items))), key=lambda i: items[i])
             items, lean = [items[i] for i in keep], [lean[i] for i in keep]
-        elif (path not in NEVER_CUT and len(items) > TOP_K and all(isinstance(x, dict) for x in items)
+        elif (path not in self.keep_all and len(items) > TOP_K and all(isinstance(x, dict) for x in items)
               and _cost(items) > LIST_BYTES):
             keep = self.top_k(items, path)
             # records of a long list repeat their empty fields once per item: those go
@@ -242,7 +244,7 @@ def summary(report: BaseModel) -> dict:
     mentioned = " ".join(" ".join(filter(None, [f.get("location"), f.get("summary"),
                                                 " ".join(str(e.get("what", "")) for e in f.get("evidence", []))]))
                          for f in full.get("findings", []))
-    shaper = _Shaper(mentioned, getattr(report, "rank_by", {}) or {})
+    shaper = _Shaper(mentioned, getattr(report, "rank_by", {}) or {}, getattr(report, "keep_all", ()))
     shaped = shaper.value(data, "", lean)
     if shaper.summarised:
         shaped["summarised"] = shaper.summarised

@@ -72,11 +72,13 @@ class Finding(BaseModel):
 class Report(BaseModel):
     """Base of every tool's report. Subclasses override `text()` for their headline numbers.
 
-    `rank_by` and `summary_drops` tell tools/compact.py how this report is cut in detail='summary':
-    a ranking key per list field (highest first), and fields that repeat another one.
+    `rank_by`, `keep_all` and `summary_drops` tell tools/compact.py how this report is cut in
+    detail='summary': a ranking key per list field (highest first), top-level list fields never cut
+    (besides `findings`, which never is), and fields that repeat another one.
     """
 
     rank_by: ClassVar[dict[str, Callable[[dict], float]]] = {}
+    keep_all: ClassVar[tuple[str, ...]] = ()
     summary_drops: ClassVar[tuple[str, ...]] = ()
 
     findings: list[Finding] = Field(default_factory=list)
