@@ -12,7 +12,9 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
 from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
+from mcp_types.version import is_version_at_least
 from pydantic import Field
 
 from server.skills_extension import SkillsExtension
@@ -101,9 +103,11 @@ Detail = Annotated[compact.Detail, Field(description="'full' for everything")]
 # Parameters many tools share: described once here, short, since the model reads them for every tool.
 Python = Annotated[str | None, Field(description="interpreter with the user's torch")]
 
-# (tool name, detail) of the call being answered: `tool` sets it, `reply` shapes the report by it.
-# Context variables follow the call onto the worker thread of a sync tool (anyio copies the context).
-_CALL: ContextVar[tuple[str, str]] = ContextVar("mltriage_call", default=("", "full"))
+# (tool name, detail, the client takes resource links) of the call being answered: `tool` sets it,
+# `reply` shapes the report by it. Context variables follow the call onto the worker thread of a sync
+# tool (anyio copies the context).
+_CALL: ContextVar[tuple[str, str, bool]] = ContextVar("mltriage_call", default=("", "full", True))
+LINKS_SINCE = "2025-06-18"  # the protocol revision that added resource_link content
 FULL_INLINE_MAX = 8_000  # characters of JSON a full report may take inline (~2k tokens); above it goes to a file
 
 
@@ -113,7 +117,7 @@ def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
     Shaped by the call's `detail`: 'summary' through tools/compact.py; 'full' as it is, or, when large,
     the summary plus the whole report written to a workspace file (named in `full_data` and linked).
     """
-    name, detail = _CALL.get()
+    name, detail, links_ok = _CALL.get()
     if detail == "summary":
         text, structured, links = report.summary_text(), compact.summary(report), []
     else:
@@ -125,7 +129,7 @@ def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
             structured = {**compact.summary(report), "full_data": path}
             text += f"\nfull report ({len(raw)} characters of JSON): {path}"
             links = [ResourceLink(type="resource_link", name=Path(path).name, uri=(ws().root / path).as_uri(),
-                                  mime_type="application/json", size=len(raw.encode()))]
+                                  mime_type="application/json", size=len(raw.encode()))] if links_ok else []
     content: list[Any] = [TextContent(type="text", text=text), *links]
     import base64
     for png in images or []:
@@ -184,11 +188,16 @@ def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = N
     doc = "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(fn.__doc__ or "").split("\n\n"))
     sig = inspect.signature(fn)
     own_detail = "detail" in sig.parameters
+    # the request's Context tells which protocol the client speaks (resource links need 2025-06-18);
+    # a tool that does not take one gets a hidden parameter the SDK fills and the wrapper removes
+    own_ctx = find_context_parameter(fn)
 
     @functools.wraps(fn)
     async def wrapper(*args, **kwargs):
         detail = kwargs.get("detail", "summary") if own_detail else kwargs.pop("detail", "summary")
-        _CALL.set((fn.__name__, detail))
+        ctx = kwargs.get(own_ctx) if own_ctx else kwargs.pop("mltriage_ctx", None)
+        version = getattr(ctx, "protocol_version", None) if ctx is not None else None
+        _CALL.set((fn.__name__, detail, version is None or is_version_at_least(version, LINKS_SINCE)))
         try:
             if inspect.iscoroutinefunction(fn):
                 return await fn(*args, **kwargs)
@@ -196,9 +205,13 @@ def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = N
         except TriageError as e:
             raise ToolError(str(e)) from e
 
-    if not own_detail:
-        extra = inspect.Parameter("detail", inspect.Parameter.KEYWORD_ONLY, default="summary", annotation=Detail)
-        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
+    extra = [] if own_detail else [
+        inspect.Parameter("detail", inspect.Parameter.KEYWORD_ONLY, default="summary", annotation=Detail)]
+    if not own_ctx:
+        extra.append(inspect.Parameter("mltriage_ctx", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                       annotation=Context | None))
+        wrapper.__annotations__ = {**fn.__annotations__, "mltriage_ctx": Context | None}
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
     mcp.tool(title=title, description=doc, annotations=hints)(wrapper)
     TOOL_GROUPS.setdefault(group, []).append(fn.__name__)
     return fn

@@ -288,3 +288,25 @@ def test_the_tool_list_is_lighter_and_each_output_schema_stands_alone(workspace)
         assert text.count('"nan", "inf", "-inf"') <= 1, t.name  # Num is defined once per schema
     model_sees = sum(len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
     assert model_sees <= 30000, model_sees
+
+
+@pytest.mark.parametrize("version, linked", [("2025-03-26", False), ("2025-06-18", True)])
+def test_a_full_report_in_a_file_is_a_resource_link_only_for_clients_that_know_them(workspace, version, linked):
+    from test_stdio import RawPeer
+
+    (workspace / "train.log").write_text("".join(f"step {i}: loss {4 - i / 500:.6f} lr 3e-4 time 12.5ms\n"
+                                                 for i in range(600)))
+    peer = RawPeer(workspace)
+    try:
+        peer.request(1, "initialize", {"protocolVersion": version, "capabilities": {},
+                                       "clientInfo": {"name": "old-or-new", "version": "1"}})
+        peer.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answer = peer.request(2, "tools/call", {"name": "tail_log",
+                                                "arguments": {"path": "train.log", "lines": 400, "detail": "full"}})
+    finally:
+        peer.close()
+    result = answer["result"]
+    path = result["structuredContent"]["full_data"]
+    assert (workspace / path).is_file() and len(json.loads((workspace / path).read_text())["lines"]) == 400
+    assert any(b["type"] == "resource_link" for b in result["content"]) is linked
+    assert path in result["content"][0]["text"]
