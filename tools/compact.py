@@ -103,16 +103,16 @@ def downsample(points: list, n: int = CURVE_POINTS, key=None) -> list:
         return points
     handles, points = points, [key(p) for p in points] if key else points
     cols = points[0].keys() if isinstance(points[0], dict) else range(len(points[0]))
-    keep = {0, len(points) - 1}
+    fixed = {0, len(points) - 1}
     for c in list(cols)[1:]:  # the first column is the x axis (step, lr)
         ys = [(p[c], i) for i, p in enumerate(points) if c in (p if isinstance(p, dict) else range(len(p)))
               and _is_num(p[c]) and math.isfinite(p[c])]
         if ys:
-            keep |= {min(ys)[1], max(ys)[1]}
-    room = max(2, n - len(keep))
-    keep |= {round(i * (len(points) - 1) / (room - 1)) for i in range(room)}
-    while len(keep) > n:  # the extremes win over the evenly spaced points
-        spaced = sorted(keep - {0, len(points) - 1})
+            fixed |= {min(ys)[1], max(ys)[1]}
+    room = max(2, n - len(fixed))
+    keep = fixed | {round(i * (len(points) - 1) / (room - 1)) for i in range(room)}
+    while len(keep) > n and keep - fixed:  # the ends and extremes win over the evenly spaced points
+        spaced = sorted(keep - fixed)
         keep.discard(spaced[len(spaced) // 2])
     return [handles[i] for i in sorted(keep)]
 
