@@ -15,8 +15,10 @@ from typing import Any
 
 def _load_server(args):
     from server.app import configure, mcp
+    from server.core import select_tools
 
     configure(args.workspace, args.allow_read)
+    select_tools(getattr(args, "tools", None) or "all")
     return mcp
 
 
@@ -39,6 +41,9 @@ def _serve(args) -> int:
     gc.disable()
     try:
         server = _load_server(args)
+    except ValueError as e:  # an unknown --tools name: one line, not a traceback
+        print(f"mltriage: {e}", file=sys.stderr)
+        return 2
     finally:
         gc.freeze()
         gc.enable()
@@ -127,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "a non-loopback HOST needs MLTRIAGE_HTTP_TOKEN)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                        help="with --http: another Host/Origin name clients may use (DNS-rebinding protection); repeatable")
+    serve.add_argument("--tools", default="all", metavar="SET",
+                       help="which tools to serve: core (evidence, triage, probes, journal, regression tests, "
+                            "compare_runs), all (default; adds live runs and experiments), or a comma list of "
+                            "sets (core, live, experiments) and tool names")
     serve.set_defaults(func=_serve)
 
     demo = sub.add_parser("demo", help="triage a bundled broken run end to end through a real MCP client")

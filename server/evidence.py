@@ -8,49 +8,33 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
 
 
-@tool
+@tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log file, relative to the workspace (e.g. 'logs/train.log')")],
+    path: Annotated[str, Field(description="the run's log, e.g. 'logs/train.log'")],
     lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
-    """Start here: the last lines of a training log, read from the end (fast on any size), with typed `events`.
-
-    Events: traceback (one per crash, with exception type, message and innermost frame), nan_inf, oom, nccl,
-    killed, segfault, warning, each with its line. Also `last_step` seen, `stale_s` (seconds since the file was
-    written) and `run_state`: active, crashed (ends in a traceback/kill/segfault), ended (quiet and no process
-    writes it: the run finished, not a hang), stalled (quiet while a live process still holds it open for
-    writing: a hang candidate, with `writers`). Findings map the events to failure modes. Next: a traceback ->
-    open its frame; NaN/Inf or a curve question -> log_metrics; OOM -> gpu_status; stalled ->
-    process_check(pid=..., stack=True). Use lines=200 to see a whole traceback."""
+    """Start here on any failing run: the log's last lines with typed events (traceback, nan_inf, oom, nccl, killed,
+    segfault), the last step, seconds since the last write and run_state (active, ended, crashed, stalled = a hang
+    candidate). Fast on any size."""
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
-@tool
+@tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file (text log, JSON lines, CSV), relative to the workspace")],
+    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV)")],
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Parse every metric series in a training log and classify the loss curve's shape and the LR schedule.
-
-    Reads logs as frameworks print them (nanoGPT, HF Trainer lines and trainer_state.json, Lightning bars and
-    metrics.csv, torchtitan, Megatron-LM, timm, fairseq, Keras, logging/print lines, JSON lines, CSV): steps from
-    the line's own iter/step/iteration/epoch field, train and validation series apart (`loss_series`,
-    `val_series`), header/config numbers not series. Per series: kind (loss, lr, grad_norm, throughput, memory,
-    metric), count, first, last, min, max, non-finite count and first non-finite step, smoothed last, trend;
-    at most 8 shown, the rest named in `other_series` (ask with `names`). `shape` is one of decreasing,
-    converged, plateau, slow_burn, hockey_stick, oscillating, spike_and_recover, nan_death, spike_then_nan,
-    diverging, train_val_divergence. `findings` name the failure mode with the numbers; LR findings from the
-    curve shape alone stay below 0.5, those from the LR series against the configured LR/warmup name the step.
-    A shape picks the branch of the triage tree; it does not locate the bug: confirm with the probe the finding
-    names (nan_hook_run, grad_norm_snapshot, overfit_test, init_loss_check). Streams: fine on multi-GB logs."""
+    """Every metric series of a training log (any common framework's format; streamed) summarised, the loss curve's
+    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage
+    branch; confirm with the probe a finding names."""
     file = ws().existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
@@ -67,25 +51,21 @@ async def log_metrics(
     return reply(report, images=[report.png] if report.png else None)
 
 
-@tool
+@tool(title="GPU status (NVML)", hints=READS, group="core")
 def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
-    """Every NVIDIA GPU on this machine through NVML: memory used/total, utilisation, temperature, power,
-    SM clock, decoded throttle reasons, ECC errors, and the processes holding memory (pid, MiB, command line);
-    driver and CUDA versions. Fields a GPU does not support are null. No driver or no GPU: available=false
-    and the reason. Call it for OOM (who holds the memory?) and slow runs (utilisation well below ~90% means
-    the GPU waits for data or for host syncs -> profile_steps)."""
+    """Per NVIDIA GPU: memory, utilisation, temperature, power, clocks, throttle reasons, ECC, and the processes
+    holding memory; available=false with the reason when there is none. Call it for OOM (who holds the memory?) and
+    slow runs (utilisation well below 90% -> profile_steps)."""
     return reply(_gpu_status())
 
 
-@tool
+@tool(title="Check training processes", hints=READS, group="core")
 def process_check(
     pid: Annotated[int | None, Field(ge=1, description="one process id; default: find the training processes")] = None,
-    pattern: Annotated[str | None, Field(description="regex over the command line, e.g. 'train.py'; default matches python/torchrun/accelerate/deepspeed running a train script")] = None,
+    pattern: Annotated[str | None, Field(description="regex over the command line (default: python/torchrun/... running a train script)")] = None,
     stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted")] = False,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
-    """Is the training run alive, working, hung, stopped or a zombie? Per process: status, CPU % sampled over
-    ~0.5 s (all processes in one window), RSS, threads, age, children (data-loader workers) and their states,
-    log files it has open (and how stale), GPU memory, and a `verdict`: running, possibly_hung (alive, ~0% CPU,
-    log not written recently), zombie, stopped, not_found. For possibly_hung call again with stack=True: the
-    stack shows where it waits (DataLoader queue, lock, NCCL collective) before you restart anything."""
+    """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS, loader
+    workers, open logs and their staleness, a verdict. For possibly_hung ask again with stack=True before restarting
+    anything."""
     return reply(_process_check(pid=pid, pattern=pattern, stack=stack))

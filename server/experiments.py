@@ -6,14 +6,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import Python, READS, RUNS_SCRIPT, RUNS_TARGET, progress_reporter, reply, tool, ws
 from tools.compare import CompareReport, compare_runs as _compare_runs
 from tools.errors import TriageError
 from tools.profiling import ProfileReport, profile_steps as _profile_steps
 from tools.surface import SurfaceReport, loss_surface as _loss_surface, split_function_spec
 from tools.sweeps import SweepReport, sweep_analysis as _sweep_analysis
 
-Python = Annotated[str | None, Field(description="interpreter with your torch (default: MLTRIAGE_PYTHON, else the workspace's .venv, else the server's)")]
 
 
 def _check_spec(spec: str, kind: str) -> str:
@@ -33,32 +32,23 @@ def _split_target(spec: str) -> tuple[str, str]:
     return (where, name) if where.endswith(".py") else ("", spec)
 
 
-@tool
+@tool(title="Compare runs before/after a fix", hints=READS, group="core")
 def compare_runs(
-    before: Annotated[str, Field(description="log of the run before the fix, relative to the workspace")],
+    before: Annotated[str, Field(description="log of the run before the fix")],
     after: Annotated[str, Field(description="log of the re-run after the fix")],
-    metric: Annotated[str | None, Field(description="series to compare, as log_metrics names it (loss, val_loss, acc, ...); "
-                                                    "'val' = each log's validation loss; default: the training loss, or the "
-                                                    "validation loss when failure_mode is data_leakage/overfitting")] = None,
+    metric: Annotated[str | None, Field(description="series as log_metrics names it (loss, val_loss, acc; 'val' = each "
+                                                    "log's validation loss); default: by failure_mode")] = None,
     plot: Annotated[bool, Field(description="attach a PNG overlay of both curves")] = False,
-    failure_mode: Annotated[str | None, Field(description="what the fix was for (a failure-mode id, or 'plateau'): "
-                                                          "data_leakage/overfitting are judged on held-out data, the rest on "
-                                                          "the training loss")] = None,
+    failure_mode: Annotated[str | None, Field(description="what the fix was for (a failure-mode id or 'plateau')")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
-    """Validate a fix: compare one metric of two logs aligned by their own step numbers and get a verdict
-    improved / no_change / worse.
-
-    Pass failure_mode: a leakage or overfitting fix raises the training loss by design and is judged on the
-    validation loss (the report says so); the rest are judged on the training loss. Returns final and best values,
-    steps to reach the before-run's best, curve shapes, non-finite counts and the evidence behind the verdict.
-    Call it after a short re-run of the fixed script; 'no_change' means the fix did not touch the symptom -- go
-    back to the probes instead of tuning hyperparameters.
-    """
+    """After a fix and a short re-run: did it help? One metric of two logs aligned by step; verdict improved /
+    no_change / worse with final and best values. Pass failure_mode (leakage and overfitting fixes are judged on
+    validation loss). no_change -> back to the probes."""
     report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 
 
-@tool
+@tool(title="Seed-aware sweep analysis", hints=READS, group="experiments")
 def sweep_analysis(
     path: Annotated[str, Field(description="sweep results: CSV/TSV, JSON lines, a JSON list, or a folder of per-run .json files")],
     metric: Annotated[str, Field(description="the outcome column, e.g. 'val_loss' (nested JSON keys as 'summary.val_loss')")],
@@ -66,19 +56,15 @@ def sweep_analysis(
     group: Annotated[str | None, Field(description="column naming the sweep/group; comparisons stay within a group")] = None,
     seed: Annotated[str, Field(description="the seed column")] = "seed",
 ) -> Annotated[CallToolResult, SweepReport]:
-    """Tell a real hyperparameter effect from a lucky seed: per value, t-statistic of within-(group, seed) z-scores.
-
-    |t| > 2 with >= 4 seeds reads as reliable; also a Pearson trend for numeric params, and warnings for
-    single-seed groups, missing seeds, confounding columns that also vary, and NaN (diverged) runs.
-    Read the warnings before the t-statistics.
-    """
+    """Is a hyperparameter effect real or a lucky seed? Per value, t-statistics of within-seed z-scores, a trend for
+    numeric values, and warnings (single seeds, confounders, diverged runs): read the warnings first."""
     p = ws().read_path(path)
     if not p.exists():
         raise TriageError(f"{path!r} does not exist (looked at {p})", "Paths are relative to the workspace " + str(ws().root))
     return reply(_sweep_analysis(p, metric, param, group, seed))
 
 
-@tool
+@tool(title="Map a loss function's surface", hints=RUNS_TARGET, group="experiments")
 async def loss_surface(
     function: Annotated[str, Field(description="'losses.py:my_loss' (relative to the workspace) or 'pkg.module:my_loss': "
                                                "a function of two tensors (x, y) returning the loss per point")],
@@ -90,19 +76,15 @@ async def loss_surface(
     timeout_s: Annotated[float, Field(ge=1, le=3600, description="wall-clock limit for the evaluation")] = 120.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, SurfaceReport]:
-    """Map one loss component before training on it: values and autograd gradients on an n x n grid.
-
-    Runs in your interpreter. Returns a table at representative inputs (zero, small, typical, corners) and flags
-    non-finite regions (log(0), 0/0), dead zones (zero gradient), and axis imbalance (gradient ratio > 1000),
-    with a contour + negative-gradient quiver PNG. Use it when a loss goes NaN or a metric will not move.
-    """
+    """Before training on a new loss component, or when one goes NaN or will not move: its values and gradients on a
+    grid, non-finite regions, dead zones and axis imbalance, with a contour PNG."""
     report, png = await _loss_surface(_check_spec(function, "function"), x_range, y_range, n, plot,
                                       workspace_root=ws().root, python=python, timeout_s=timeout_s,
                                       on_progress=progress_reporter(ctx))
     return reply(report, images=[png] if png else None)
 
 
-@tool
+@tool(title="Profile training steps", hints=RUNS_SCRIPT, group="experiments")
 async def profile_steps(
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target' (or 'pkg.module:make_target')")] = None,
     command: Annotated[list[str] | None, Field(description="your training command instead, e.g. ['python', 'train.py', '--steps', '100']; "
@@ -112,13 +94,8 @@ async def profile_steps(
     timeout_s: Annotated[float, Field(ge=1, le=3600, description="wall-clock limit; the process group is killed after it")] = 300.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, ProfileReport]:
-    """Find where a slow training step spends its time, with torch.profiler over a few steps.
-
-    Returns top operators and modules by self time, the optimizer's and the data loader's share of the step,
-    and every host-device synchronisation (.item(), .cpu(), print(tensor), float(tensor), cuda.synchronize)
-    with the file:line that made it; a slow_throughput finding names the cause. Script mode stops your script
-    once the profiled steps are done.
-    """
+    """For slow training steps: torch.profiler over a few steps; top ops and modules, the optimizer's and data loader's
+    share, and every host-device sync with its file:line; a slow_throughput finding names the cause."""
     if target is not None:
         target = _check_spec(target, "target")
     return reply(await _profile_steps(target, command, steps, workspace_root=ws().root, python=python,

@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print what would change and write nothing")
     parser.add_argument("--workspace", default=None, metavar="DIR",
                         help="the project directory (default: the current directory)")
+    parser.add_argument("--tools", default=None, metavar="SET",
+                        help="tools the client gets: core, all (default) or a comma list of sets and tool names; "
+                             "written into the server's args as `serve --tools SET`")
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -108,13 +111,29 @@ probes have ruled out a bug.
 """
 
 
-def plan(client: str, scope: str, workspace: Path | None, home: Path | None = None) -> Plan:
+def _tools_args(tools: str | None) -> list[str]:
+    """`--tools SET` for the server's args (nothing for all); an unknown name is an InstallError."""
+    if not tools or tools.strip() == "all":
+        return []
+    from server.app import mcp  # noqa: F401 - registers every tool, so the names can be checked
+    from server.core import resolve_tools
+
+    try:
+        resolve_tools(tools)
+    except ValueError as e:
+        raise InstallError(str(e)) from None
+    return ["--tools", tools.replace(" ", "")]
+
+
+def plan(client: str, scope: str, workspace: Path | None, home: Path | None = None,
+         tools: str | None = None) -> Plan:
     home = home or Path.home()
     explicit = workspace is not None
     ws = (workspace or Path.cwd()).resolve()
     if not ws.is_dir():
         raise InstallError(f"workspace {ws} is not a directory")
     command, args = server_command()
+    args = args + _tools_args(tools)
     project = scope == "project"
     notes: list[str] = []
 
@@ -244,7 +263,8 @@ def apply(p: Plan, dry_run: bool = False, out=sys.stdout) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        p = plan(args.client, args.scope, Path(args.workspace) if args.workspace else None)
+        p = plan(args.client, args.scope, Path(args.workspace) if args.workspace else None,
+                 tools=getattr(args, "tools", None))
         apply(p, dry_run=args.dry_run)
     except InstallError as e:
         print(f"mltriage install: {e}", file=sys.stderr)

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import Python, APPENDS, READS, RUNS_SCRIPT, progress_reporter, reply, tool, ws
 from tools.errors import TriageError
 from tools.journal import JournalAppendReport, JournalSearchReport
 from tools.journal import journal_append as _journal_append
@@ -17,10 +17,10 @@ from tools.regression import RegressionRunReport, RegressionTestReport
 from tools.regression import run_regression_test as _run_regression_test
 from tools.regression import write_regression_test as _write_regression_test
 
-JournalPath = Annotated[str, Field(description="the journal file, relative to the workspace")]
+JournalPath = Annotated[str, Field(description="the journal file")]
 
 
-@tool
+@tool(title="Append a journal entry", hints=APPENDS, group="core")
 def journal_append(
     title: Annotated[str, Field(description="one line: what broke, with a number, e.g. 'NaN loss at step 512 from log(0)'")],
     failure_mode: Annotated[str, Field(description="the failure-mode id (nan_inf, broken_graph, lr_too_high, ...)")],
@@ -29,34 +29,26 @@ def journal_append(
     fix: Annotated[str, Field(description="file:line and the change")],
     evidence: Annotated[str | list[str] | None, Field(description="measured facts and the tool that measured each")] = None,
     resolution: Annotated[str | None, Field(description="before/after numbers that show the fix worked")] = None,
-    test_path: Annotated[str | None, Field(description="the regression test, e.g. tests/test_entropy_stays_finite.py")] = None,
+    test_path: Annotated[str | None, Field(description="the regression test's path")] = None,
     tags: Annotated[list[str] | None, Field(description="keywords for journal_search")] = None,
     path: JournalPath = "journal.md",
 ) -> Annotated[CallToolResult, JournalAppendReport]:
-    """Record a fixed training bug in the workspace's journal.md (created with a header if missing).
-
-    Call it once the fix is validated. The entry is appended (earlier entries and hand-written notes
-    are never touched) and is safe against concurrent writers. Returns the entry's markdown and its
-    anchor (journal.md#<anchor>) to cite in a commit or a follow-up entry.
-    """
+    """After a validated fix: append an entry to journal.md (earlier entries are never touched; safe with concurrent
+    writers). Returns the entry and its anchor (journal.md#anchor) to cite."""
     return reply(_journal_append(
         ws().write_path(path), title=title, failure_mode=failure_mode, symptom=symptom, root_cause=root_cause,
         fix=fix, evidence=evidence, resolution=resolution, test_path=test_path, tags=tags))
 
 
-@tool
+@tool(title="Search the debugging journal", hints=READS, group="core")
 def journal_search(
     query: Annotated[str | None, Field(description="words to look for (any of them; entries matching more rank first)")] = None,
     failure_mode: Annotated[str | None, Field(description="only entries with this failure-mode id")] = None,
     path: JournalPath = "journal.md",
     limit: Annotated[int, Field(ge=1, le=200, description="at most this many entries")] = 20,
 ) -> Annotated[CallToolResult, JournalSearchReport]:
-    """Has this happened before? Search the journal before fixing; returns matching entries as records.
-
-    Each record has title, date, failure_mode, symptom, evidence, root_cause, fix, resolution,
-    test_path and tags. A match gives a root cause to check first and a regression test that should
-    have caught the recurrence. A missing journal is not an error: it returns no entries.
-    """
+    """Before fixing: has this happened before? Matching journal entries (title, failure mode, symptom, root cause,
+    fix, regression test), best matches first; a missing journal gives none."""
     return reply(_journal_search(ws().read_path(path), query=query, failure_mode=failure_mode, limit=limit))
 
 
@@ -73,58 +65,45 @@ def _spec_file(spec: str | None) -> Path | None:
     return file
 
 
-@tool
+@tool(title="Write and run a regression test", hints=APPENDS, group="core")
 async def write_regression_test(
     failure_mode: Annotated[str, Field(description="the failure-mode id of the bug; picks what the test asserts")],
     name: Annotated[str | None, Field(
         description="what the test pins down, e.g. 'lr_never_exceeds_peak' (no path); default: from the failure mode")] = None,
-    target: Annotated[str | None, Field(description="target factory, e.g. 'train.py:make_target' (workspace-relative)")] = None,
+    target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
-        description="your code where the bug lives: an LR schedule 'train.py:get_lr' (lr_too_high/low), a model class "
-                    "'model.py:GPT' (data_leakage: causality), a numeric helper 'model.py:entropy' (nan_inf), a train "
-                    "step 'train.py:train_step' with target= (missing_zero_grad, train_eval_mode). A flat training script "
-                    "is loaded without running its loop")] = None,
+        description="the code where the bug lives: an LR schedule 'train.py:get_lr', a model class 'model.py:GPT' "
+                    "(causality), a helper 'model.py:entropy' (nan_inf), a train step 'train.py:train_step' with target")] = None,
     command: Annotated[list[str] | None, Field(
-        description="your training script, e.g. ['python', 'train.py'], run from the workspace root and stopped after "
-                    "params['steps'] optimizer steps (default 50); asserts the failure's symptom on the real loop")] = None,
+        description="the training script, e.g. ['python', 'train.py'], run for params['steps'] (default 50) "
+                    "optimizer steps; asserts the symptom on the real loop")] = None,
     template: Annotated[str | None, Field(
-        description="force one template instead of the failure mode's (e.g. 'overfit_one_batch', 'lr_schedule', "
-                    "'script'); the report's try_next names sharper ones")] = None,
+        description="force a template (e.g. 'overfit_one_batch', 'lr_schedule', 'script'); try_next names them")] = None,
     params: Annotated[dict[str, Any] | None, Field(
-        description="bounds and settings baked into the file (steps, horizon, peak, max_lr, checks, ...); 'script.X' "
-                    "sets X only for the script run; unknown keys are rejected with the list")] = None,
-    python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
+        description="settings baked into the test (steps, horizon, peak, max_lr, ...; 'script.X' for the script "
+                    "run only); unknown keys are refused with the list")] = None,
+    python: Python = None,
     timeout_s: Annotated[float | None, Field(gt=0, le=1800, description="wall-clock limit for the pytest run "
                                                                         "(default 300 s, plus the script's own limit)")] = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, RegressionTestReport]:
-    """Write tests/test_<name>.py that exercises the code where the bug lives, BEFORE the fix, and run it now.
-
-    The test imports your code by path (target and/or function) and/or runs your training script (command)
-    for a bounded number of steps, asserting the measured symptom: no NaN loss, LR never above its peak,
-    future tokens do not change past logits, gradients cleared every step, every parameter changes...
-    It must FAIL now (fails_now=true, catches_bug=true, with the failure message: measured, then expected).
-    If it passes on the buggy code the verdict says DOES NOT CATCH THE BUG and try_next lists sharper
-    templates or parameters: do not fix yet, write a better test. After the fix, run_regression_test(path)
-    must pass. Never overwrites a file (a _2 suffix is used); code that does not import writes nothing.
-    """
+    """Before the fix: writes tests/test_<name>.py against the user's own code (target, function or script) and runs
+    it. It must fail now (fails_now, catches_bug); if it passes, the verdict says it does not catch the bug and
+    try_next lists sharper tests. Never overwrites a file."""
     return reply(await _write_regression_test(
         workspace_root=ws().root, failure_mode=failure_mode, name=name, target=target, function=function,
         command=command, template=template, target_file=_spec_file(target), function_file=_spec_file(function),
         params=params, python=python, timeout_s=timeout_s, on_progress=progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Re-run a regression test", hints=RUNS_SCRIPT, group="core")
 async def run_regression_test(
-    path: Annotated[str, Field(description="the test file write_regression_test returned, e.g. tests/test_lr_never_exceeds_peak.py")],
-    python: Annotated[str | None, Field(description="the user's interpreter (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
+    path: Annotated[str, Field(description="the test file write_regression_test wrote")],
+    python: Python = None,
     timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 600.0,
 ) -> Annotated[CallToolResult, RegressionRunReport]:
-    """Re-run a regression test after the fix: passes_now must be true (and not because every test skipped).
-
-    Returns passes_now, the verdict and, if it still fails, the failure message (measured, then expected).
-    A test that still fails means the fix is incomplete: never loosen its bounds until it passes.
-    """
+    """After the fix: re-runs that test; passes_now must be true (not by skipping), else the failure message. A test
+    that still fails means the fix is incomplete: never loosen its bounds."""
     test_file = ws().existing_file(path)
     return reply(await _run_regression_test(workspace_root=ws().root, test_file=test_file, python=python,
                                             timeout_s=timeout_s))

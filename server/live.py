@@ -6,91 +6,79 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import progress_reporter, reply, tool, ws
+from server.core import Python, LAUNCHES, READS, RUNS_TARGET, STEERS, progress_reporter, reply, tool, ws
 from tools import live as _live
 from tools.checkpoints import CheckpointReport, inspect_checkpoint as _inspect_checkpoint
 from tools.live import Action, LiveActionReport, LiveStatus, RunList, RunStarted, What
 
 
-@tool
+@tool(title="Launch a training run in the background", hints=LAUNCHES, group="live")
 def run_training(
     command: Annotated[list[str] | str, Field(description="the training command, unmodified, e.g. "
                                               "['python', 'train.py', '--lr', '3e-4'] or 'torchrun --nproc-per-node 2 train.py'; "
                                               "no shell: pipes and redirections are not interpreted")],
-    log_path: Annotated[str, Field(description="file for the run's stdout+stderr, relative to the workspace (appended)")],
+    log_path: Annotated[str, Field(description="file for the run's stdout+stderr (appended)")],
     name: Annotated[str | None, Field(description="a short label for the run id")] = None,
-    python: Annotated[str | None, Field(description="interpreter that replaces a leading 'python' (default: "
-                                        "MLTRIAGE_PYTHON, else the workspace .venv, else the server's)")] = None,
+    python: Python = None,
 ) -> Annotated[CallToolResult, RunStarted]:
-    """Start a training run in the background, in the workspace, with mltriage's live instrument injected
-    (no code change: it hooks the optimizer step and opens a control socket), and return its run id at once.
-
-    The run outlives this MCP session. Then use live_status(run) to watch it (progress, stack, memory, modules,
-    optimizer, grads, ranks), live_action(run, ...) to steer it, list_runs() to find it again later."""
+    """Launch a training command in the background with the live instrument injected (no code change); returns its run
+    id at once. Watch it with live_status, steer it with live_action, find it again with list_runs."""
     root = ws().root
     return reply(_live.launch(root, command, ws().write_path(log_path), name, python))
 
 
-@tool
+@tool(title="List launched runs", hints=READS, group="live")
 def list_runs() -> Annotated[CallToolResult, RunList]:
-    """List the runs started with run_training in this workspace, newest first: status (running, finished,
-    failed, stopped, lost), step, last loss, age. Reads files only, so it answers at once even if a run hangs."""
+    """The runs started with run_training in this workspace, newest first: status, step, last loss, age. Reads files
+    only, so it answers even while a run hangs."""
     return reply(_live.list_runs(ws().root))
 
 
-@tool
+@tool(title="Look inside a live run", hints=READS, group="live")
 async def live_status(
     run: Annotated[str, Field(description="run id from run_training/list_runs, or 'pid:<n>' for a process we did "
                                           "not launch (working in the workspace; stack only, via py-spy)")],
-    what: Annotated[list[What], Field(description="progress: step, steps/s, loss, grad norm, time since the last step "
-                                                  "(hang signal); stack: every thread's Python stack; memory: per-step "
-                                                  "RSS or CUDA memory and its trend; modules: per-module forward/backward "
-                                                  "time over `steps` steps (switched on only for them); optimizer: "
-                                                  "param groups; grads: per-layer gradient norms of the last step; "
-                                                  "ranks: which torchrun rank is behind or stuck")] = ["progress"],
+    what: Annotated[list[What], Field(description="progress (step, steps/s, loss, time since the last step), stack, "
+                                                  "memory (trend), modules (time per module over `steps` steps), "
+                                                  "optimizer, grads (per layer), ranks (which torchrun rank lags)")] = ["progress"],
     steps: Annotated[int, Field(ge=1, le=200, description="steps to time for 'modules'")] = 5,
     wait_s: Annotated[float, Field(ge=1, le=300, description="longest wait for 'modules' to collect its steps")] = 30.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, LiveStatus]:
-    """Look inside a live training run without stopping it. Each part answers within about a second or says
-    why it cannot (dead run, stale socket, process not answering); findings name a hang with its blocking
-    frame, memory growth with the step it started, the slowest module, the straggler rank, NaN gradients.
-    Start with what=['progress']; if the step counter is frozen, ask for 'stack' (and 'ranks' under torchrun)."""
+    """Look inside a live run without stopping it (each part answers within about a second or says why not): progress,
+    stack, memory trend, per-module time, optimizer, grads, ranks. Start with progress; a frozen step counter ->
+    stack (and ranks under torchrun)."""
     return reply(await _live.status(ws().root, run, list(what), steps, wait_s, progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Steer a live run", hints=STEERS, group="live")
 async def live_action(
     run: Annotated[str, Field(description="run id from run_training/list_runs")],
-    action: Annotated[Action, Field(description="scale_lr: multiply every param group's lr (and the scheduler's "
-                                                "base lrs) by factor; set_grad_clip: clip the global grad norm to "
-                                                "max_norm from the next step (omit max_norm to switch off); "
-                                                "save_checkpoint: model + optimizer + step to path; stop: end the run "
-                                                "at a step boundary, then make sure no process is left")],
+    action: Annotated[Action, Field(description="scale_lr (every group's lr and the scheduler's base lrs "
+                                                "times factor), set_grad_clip (max_norm; omitted = off), "
+                                                "save_checkpoint (to path), stop (at a step boundary, no process left)")],
     factor: Annotated[float | None, Field(gt=0, le=100, description="for scale_lr, e.g. 0.5")] = None,
     max_norm: Annotated[float | None, Field(gt=0, description="for set_grad_clip, e.g. 1.0")] = None,
     path: Annotated[str | None, Field(description="for save_checkpoint: a new file inside the workspace")] = None,
     wait_s: Annotated[float, Field(ge=0.5, le=120, description="how long to wait for the step boundary")] = 10.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, LiveActionReport]:
-    """Steer a live run at its next optimizer step boundary (every torchrun rank at the same step) and report
-    the values before and after. Only these four actions exist; there is no way to run arbitrary code. Each is
-    recorded in the run's state and its log. Change hyperparameters only after the evidence points there."""
+    """Steer a live run at its next step boundary: scale_lr, set_grad_clip, save_checkpoint or stop; returns the values
+    before and after. No arbitrary code. Change hyperparameters only once the evidence points there."""
     target = ws().write_path(path) if path else None
     return reply(await _live.action(ws().root, run, action, factor=factor, max_norm=max_norm, path=target,
                                     wait_s=wait_s, on_progress=progress_reporter(ctx)))
 
 
-@tool
+@tool(title="Inspect a checkpoint safely", hints=RUNS_TARGET, group="live")
 async def inspect_checkpoint(
-    path: Annotated[str, Field(description="checkpoint file (torch.save), relative to the workspace")],
+    path: Annotated[str, Field(description="checkpoint file (torch.save)")],
     compare_to: Annotated[str | None, Field(description="a second checkpoint: report which tensors changed and by how much")] = None,
-    python: Annotated[str | None, Field(description="interpreter with torch (default: MLTRIAGE_PYTHON, the workspace .venv, ours)")] = None,
+    python: Python = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, CheckpointReport]:
-    """Read a checkpoint safely (torch.load weights_only=True: a file that would need to run code is refused,
-    never executed) and report its keys, step/epoch, parameter count and shapes per module, NaN/Inf and
-    all-zero tensors, optimizer state (lr per group, step count); with compare_to, which tensors changed."""
+    """Read a torch checkpoint safely (weights_only: nothing is executed): keys, step, parameter count and shapes per
+    module, NaN/Inf and all-zero tensors, optimizer state; with compare_to, which tensors changed."""
     p = ws().existing_file(path)
     other = ws().existing_file(compare_to) if compare_to else None
     return reply(await _inspect_checkpoint(p, other, workspace_root=ws().root, python=python,

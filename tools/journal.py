@@ -71,6 +71,8 @@ class JournalEntry(BaseModel):
 
 
 class JournalAppendReport(Report):
+    summary_drops = ("markdown",)  # the entry's fields are in `entry`; `markdown` is the same text formatted
+
     path: str
     anchor: str
     markdown: str = Field(description="the entry exactly as appended")
@@ -80,6 +82,10 @@ class JournalAppendReport(Report):
     def headline(self) -> str:
         return (f"appended '{self.entry.title}' to {self.path}#{self.anchor}"
                 + (" (new journal)" if self.created else "") + "\n" + self.markdown.rstrip())
+
+    def summary_text(self) -> str:
+        """One line: the entry itself is the structured content, so its markdown is not repeated here."""
+        return (f"appended '{self.entry.title}' to {self.path}#{self.anchor}" + (" (new journal)" if self.created else ""))
 
 
 class JournalSearchReport(Report):

@@ -18,7 +18,7 @@ from tools.probe_runner import ProgressFn
 from tools.probes import ProbeReport, _error_report, _need_target, _run
 from tools.report import Evidence, Finding, Num, is_finite
 
-Detail = Literal["compact", "full"]
+Detail = Literal["summary", "full"]
 
 
 def _r(x):
@@ -170,7 +170,7 @@ def _seq_findings(rep: SequenceCheckReport) -> list[Finding]:
     return out
 
 
-def sequence_report_from(raw: dict, detail: Detail = "compact", **fields) -> SequenceCheckReport:
+def sequence_report_from(raw: dict, detail: Detail = "summary", **fields) -> SequenceCheckReport:
     al = raw.get("alignment") or {}
     bl = raw.get("batch_labels") or {}
     leak = raw.get("leak") or {}
@@ -195,7 +195,7 @@ def sequence_report_from(raw: dict, detail: Detail = "compact", **fields) -> Seq
 
 
 async def sequence_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 120.0,
-                         on_progress: ProgressFn | None = None, detail: Detail = "compact") -> SequenceCheckReport:
+                         on_progress: ProgressFn | None = None, detail: Detail = "summary") -> SequenceCheckReport:
     """Causality, target alignment and padding of a (B, T) tokens -> (B, T, V) logits model, with findings."""
     _need_target(target)
     raw, err, oc = await _run("mltriage_sequence.py", {"target": target}, workspace_root, python, timeout_s,
@@ -401,7 +401,7 @@ def _sched_findings(rep: ScheduleCheckReport, raw: dict) -> list[Finding]:
     return out
 
 
-def schedule_report_from(raw: dict, detail: Detail = "compact", **fields) -> ScheduleCheckReport:
+def schedule_report_from(raw: dict, detail: Detail = "summary", **fields) -> ScheduleCheckReport:
     cfg = {k: (_r(float(v)) if isinstance(v, float) else v) for k, v in (raw.get("config") or {}).items()}
     rep = ScheduleCheckReport(
         source=raw.get("source"), schedule=raw.get("schedule"), note=raw.get("note"), horizon=raw.get("horizon"),
@@ -419,7 +419,7 @@ def schedule_report_from(raw: dict, detail: Detail = "compact", **fields) -> Sch
 
 async def schedule_check(workspace_root: Path, lr_schedule: str | None = None, target: str | None = None,
                          horizon: int | None = None, python: str | None = None, timeout_s: float = 120.0,
-                         on_progress: ProgressFn | None = None, detail: Detail = "compact") -> ScheduleCheckReport:
+                         on_progress: ProgressFn | None = None, detail: Detail = "summary") -> ScheduleCheckReport:
     """The LR at every step of the horizon from `lr_schedule` ('file.py:fn', it -> lr) or the target's scheduler."""
     if bool(lr_schedule) == bool(target):
         raise TriageError("pass exactly one of lr_schedule and target",

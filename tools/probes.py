@@ -185,7 +185,20 @@ class ActivationStat(BaseModel):
     constant: bool = False
 
 
+def _off_healthy_ratio(item: dict) -> float:
+    """then update/weight ratio furthest from 1e-3"""
+    r = item.get("update_ratio")
+    return abs(math.log10(r) + 3) if is_finite(r) and r > 0 else 0.0
+
+
+def _activation_trouble(item: dict) -> float:
+    """then most dead or saturated units"""
+    return max(x if is_finite(x) else 0.0 for x in (item.get("dead_unit_frac"), item.get("saturated_frac"), 0.0))
+
+
 class GradNormReport(ProbeReport):
+    rank_by = {"params": _off_healthy_ratio, "modules": _off_healthy_ratio, "activations": _activation_trouble}
+
     step: int | None = Field(None, description="optimizer step the snapshot was taken at")
     rank: int | None = None
     global_grad_norm: Num = Field(None, description="pre-clip global L2 norm of all gradients")

@@ -5,7 +5,7 @@ is typed `Num`: a float when finite, else the marker string "nan", "inf" or "-in
 """
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
@@ -70,9 +70,25 @@ class Finding(BaseModel):
 
 
 class Report(BaseModel):
-    """Base of every tool's report. Subclasses override `text()` for their headline numbers."""
+    """Base of every tool's report. Subclasses override `text()` for their headline numbers.
+
+    `rank_by`, `keep_all` and `summary_drops` tell tools/compact.py how this report is cut in
+    detail='summary': a ranking key per list field (highest first), top-level list fields never cut
+    (besides `findings`, which never is), and fields that repeat another one.
+    """
+
+    rank_by: ClassVar[dict[str, Callable[[dict], float]]] = {}
+    keep_all: ClassVar[tuple[str, ...]] = ()
+    summary_drops: ClassVar[tuple[str, ...]] = ()
 
     findings: list[Finding] = Field(default_factory=list)
+    # detail='summary' (tools/compact.py): field path -> {n, first, last, min, max, trend} of a number series
+    # cut from the report, and field path -> what was cut; detail='full' with a large report: the workspace
+    # file holding all of it. Plain types without descriptions: every tool's output schema carries them, and
+    # a typed model here costs ~10 ms of start-up for 27 schemas (benchmarks/bench_evidence.py --startup-only).
+    summarised: dict[str, dict] = Field(default_factory=dict)
+    omitted: dict[str, str] = Field(default_factory=dict)
+    full_data: str | None = None
 
     def headline(self) -> str:
         return ""
@@ -82,3 +98,7 @@ class Report(BaseModel):
         parts = [self.headline()] if self.headline() else []
         parts += [f.text() for f in sorted(self.findings, key=lambda f: -f.confidence)]
         return "\n".join(parts) or "no findings"
+
+    def summary_text(self) -> str:
+        """The text beside the structured content in detail='summary' (a report that repeats itself trims here)."""
+        return self.text()

@@ -66,13 +66,13 @@ class SurfaceReport(Report):
     table: list[SurfacePoint] = Field(default_factory=list)
     plot: str = Field("", description="what the attached PNG shows, or why there is none")
 
-    def headline(self) -> str:
+    def headline(self, table: bool = True) -> str:
         lines = [f"loss surface of {self.function} on x in {list(self.x_range)}, y in {list(self.y_range)} ({self.n}x{self.n}, {self.mode})"]
         if self.loss_min is not None:
             lines.append(f"loss from {_fmt(self.loss_min)} to {_fmt(self.loss_max)}; minimum at {self.argmin}"
                          + (" (on the grid boundary: the true minimum may lie outside the range)" if self.argmin_on_boundary else ""))
             lines.append(f"median |dL/dx| {_fmt(self.median_abs_grad_x)}, median |dL/dy| {_fmt(self.median_abs_grad_y)}")
-        if self.table:
+        if self.table and table:
             lines.append(f"{'point':<30} {'x':>10} {'y':>10} {'loss':>11} {'dL/dx':>11} {'dL/dy':>11}")
             for p in self.table:
                 lines.append(f"{p.label:<30} {p.x:>10.4g} {p.y:>10.4g} {_fmt(p.loss):>11} {_fmt(p.grad_x):>11} {_fmt(p.grad_y):>11}"
@@ -80,6 +80,10 @@ class SurfaceReport(Report):
         if self.plot:
             lines.append(f"plot: {self.plot}")
         return "\n".join(lines)
+
+    def summary_text(self) -> str:
+        """Without the table of points: the structured `table` holds it, so it is not sent twice."""
+        return "\n".join([self.headline(table=False), *(f.text() for f in sorted(self.findings, key=lambda f: -f.confidence))])
 
 
 def _fmt(v) -> str:

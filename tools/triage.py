@@ -47,6 +47,8 @@ class NextStep(BaseModel):
 
 
 class TriageReport(Report):
+    keep_all = ("steps", "next_steps")  # what ran and what to do next: part of the answer, never cut
+
     healthy: bool
     decisive_step: str | None = Field(None, description="the step whose finding ended the walk early")
     steps: list[TriageStep]

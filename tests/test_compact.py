@@ -1,0 +1,71 @@
+"""tools/compact.py on real report models: what a summary keeps, what it cuts, and that it stays a valid report."""
+
+import math
+
+from tools.compact import downsample, series_summary, summary
+from tools.journal import JournalAppendReport, JournalEntry
+from tools.probes import ActivationStat, GradNormReport, LrPoint, LrRangeReport, ParamGrad
+from tools.report import Evidence, Finding
+
+
+def _param(i: int, ratio: float, flags=()) -> ParamGrad:
+    return ParamGrad(name=f"layers.{i}.weight", module=f"layers.{i}", shape=[64, 64], grad_norm=0.123456789 * (i + 1),
+                     weight_norm=1.0, update_ratio=ratio, flags=list(flags))
+
+
+def test_a_flagged_parameter_and_the_one_a_finding_names_survive_the_cut():
+    params = [_param(i, 1e-3) for i in range(40)]
+    params[33] = _param(33, 1e-3, flags=["grad_none"])
+    params[17] = _param(17, 0.5)  # far from the healthy ratio: ranked above the rest
+    finding = Finding(failure_mode="broken_graph", confidence=0.9, summary="layers.5.weight gets no gradient",
+                      location="layers.5.weight")
+    rep = GradNormReport(params=params, findings=[finding], loss_history=[4.0 - 0.01 * i for i in range(100)],
+                         activations=[ActivationStat(module=f"relu{i}", op="relu", kind="relu", dead_unit_frac=0.0)
+                                      for i in range(20)])
+    s = summary(rep)
+    names = [p["name"] for p in s["params"]]
+    assert names == ["layers.5.weight", "layers.17.weight", "layers.33.weight"]  # only these stand out
+    assert s["omitted"]["params"].startswith("3 of 40")
+    assert len(s["activations"]) == 3  # none stands out: the first three, and the note says so
+    assert s["summarised"]["loss_history"] == {"n": 100, "first": 4.0, "last": 3.01, "min": 3.01, "max": 4.0,
+                                               "trend": "falling"}
+    assert s["params"][0]["grad_norm"] == float(f"{params[5].grad_norm:.4g}") != params[5].grad_norm
+    assert "flags" not in s["params"][0] and s["params"][2]["flags"] == ["grad_none"]  # empty defaults left out
+    GradNormReport.model_validate(s)
+
+
+def test_a_curve_keeps_its_minimum_and_both_ends():
+    curve = [LrPoint(lr=10 ** (-7 + i * 0.1), loss=(i - 61) ** 2 / 100 + 1, smoothed=None) for i in range(88)]
+    rep = LrRangeReport(curve=curve, suggested_lr=0.00012345678)
+    s = summary(rep)
+    assert len(s["curve"]) <= 32 and s["suggested_lr"] == 0.0001235
+    losses = [p["loss"] for p in s["curve"]]
+    assert 1.0 in losses and s["curve"][0]["lr"] == float(f"{curve[0].lr:.4g}") and len(losses) > 20
+    LrRangeReport.model_validate(s)
+
+
+def test_evidence_repeated_under_two_findings_is_sent_once():
+    ev = [Evidence(what="loss", value=float("nan"), source="log:12"), Evidence(what="step", value=12)]
+    rep = GradNormReport(findings=[Finding(failure_mode="nan_inf", confidence=0.9, summary="a", evidence=ev),
+                                   Finding(failure_mode="lr_too_high", confidence=0.4, summary="b",
+                                           evidence=[*ev, Evidence(what="lr", value=3.0)])])
+    s = summary(rep)
+    assert s["findings"][0]["evidence"][0]["value"] == "nan"
+    assert [e["what"] for e in s["findings"][1]["evidence"]] == ["lr", "same evidence as findings[0]"]
+
+
+def test_the_journal_entry_is_returned_once():
+    entry = JournalEntry(title="t", date="2026-11-25", failure_mode="nan_inf", symptom="s", root_cause="r" * 300, fix="f",
+                         line=3)
+    rep = JournalAppendReport(path="journal.md", anchor="t", markdown="## t\n" + "r" * 300, created=True, entry=entry)
+    s = summary(rep)
+    assert s["markdown"] == "" and s["entry"]["root_cause"] == "r" * 300
+    assert "r" * 300 not in rep.summary_text() and "r" * 300 in rep.text()
+
+
+def test_series_summary_and_downsample_on_non_finite_values():
+    assert series_summary([1.0, 2.0, "nan"] + [3.0] * 8)["trend"] == "non-finite"
+    points = [[i, math.sin(i / 10)] for i in range(200)]
+    kept = downsample(points)
+    assert len(kept) <= 32 and kept[0] == points[0] and kept[-1] == points[-1]
+    assert max(points, key=lambda p: p[1]) in kept and min(points, key=lambda p: p[1]) in kept
