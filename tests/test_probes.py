@@ -506,9 +506,11 @@ def _snapshot(gn, loss, modules=(), clipped=None):
 
 
 def test_a_large_norm_from_a_summed_loss_is_not_an_explosion_but_one_per_unit_of_loss_is():
-    modes = lambda rep: [f.failure_mode for f in P.grad_findings(rep)]  # noqa: E731
-    assert "exploding_gradients" not in modes(_snapshot(337.0, 150.0))  # a VAE loss summed over pixels
-    assert "exploding_gradients" in modes(_snapshot(215.0, 6.1))
+    def explode(rep):
+        return next((f.confidence for f in P.grad_findings(rep) if f.failure_mode == "exploding_gradients"), None)
+
+    assert explode(_snapshot(337.0, 150.0)) < 0.5  # a VAE loss summed over pixels: a hypothesis at most
+    assert explode(_snapshot(215.0, 6.1)) >= 0.8
 
 
 def test_an_unclipped_recurrent_net_is_told_to_clip_and_a_clipped_one_is_not():

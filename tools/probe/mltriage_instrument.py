@@ -133,6 +133,7 @@ class _State:
         self.zero_grad_calls = 0
         # order of the last backward() and zero_grad() calls: zero_grad between backward and step wipes the step
         self.seq, self.last_zero_seq, self.last_backward_seq = 0, -1, -1
+        self.last_loss = None
         self.zeroed_before_step = 0
         self.dead_at_first = None
         self.eval_at_step, self.eval_modules = None, []
@@ -172,6 +173,8 @@ class _State:
         def backward(t, *a, _orig=orig_bwd, **k):
             self.seq += 1
             self.last_backward_seq = self.seq
+            if t.dim() == 0:  # the loss; kept on device, read once with the report (a norm is judged per unit of it)
+                self.last_loss = t.detach()
             return _orig(t, *a, **k)
 
         torch.Tensor.backward = backward
@@ -467,6 +470,7 @@ class _State:
                "depth_order": self.recorder.module_order if self.recorder is not None else [],
                "activations": acts, "grad_norm_history": hist, "zero_grad_calls": self.zero_grad_calls,
                "optimizer": type(opt).__name__, "clipped": self.clipped,
+               "loss_history": [float(self.last_loss)] if self.last_loss is not None else [],
                "zeroed_before_step": self.zeroed_before_step}
         if self.zero_grad_calls == 0 and k >= 3:
             rep["missing_zero_grad"] = {"steps": k, "grad_norms": hist, "growing": hist[-1] > 1.5 * hist[0]}
