@@ -183,3 +183,30 @@ def test_an_unmarked_process_of_the_same_user_is_left_alone(workspace, tmp_path,
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_probes_run_side_by_side_share_the_cores_and_the_users_setting_wins(workspace, monkeypatch):
+    # two probes each starting one OpenMP thread per core oversubscribe the machine (an LSTM ran 3-30x slower)
+    from tools.probe_runner import PROBE_THREADS
+
+    _script(workspace, "env.py", """
+        import os
+        print("threads", os.environ.get("OMP_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS"))
+    """)
+
+    def threads_seen(share):
+        async def body():
+            token = PROBE_THREADS.set(share)
+            try:
+                return await run_probe("mltriage_script", {}, workspace_root=workspace, timeout_s=30,
+                                       command=[sys.executable, "env.py"])
+            finally:
+                PROBE_THREADS.reset(token)
+        return run(body).stdout_tail.split("threads", 1)[1].split()
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    assert threads_seen(None) == ["None", "None"]  # one probe alone: torch's own default
+    assert threads_seen(1) == ["1", "1"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads_seen(1)[0] == "3"

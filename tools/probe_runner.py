@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from tools.errors import TriageError
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 TAIL_BYTES = 8000
 MARKER = "MLTRIAGE_PROBE_ID"  # in the environment of every process a probe starts
+# Threads each probe's torch may use, set by a caller that runs probes side by side (triage: two at a time).
+# Two probes each spinning up one OpenMP thread per core oversubscribe the cores, and small kernels (an LSTM's
+# time steps) then wait on each other: measured 3-30x slower on 2 cores.
+PROBE_THREADS: ContextVar[int | None] = ContextVar("PROBE_THREADS", default=None)
 REAP_ROUNDS = 20
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -169,7 +174,11 @@ async def run_probe(
         (job / "args.json").write_text(json.dumps({**args, "workspace": str(workspace_root)}))
         (job / "reports").mkdir()
         token = f"{os.getpid()}-{secrets.token_hex(8)}"
-        full_env = {**os.environ, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1", MARKER: token}
+        threads = PROBE_THREADS.get()
+        share = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                 if threads and k not in os.environ and k not in (env or {})}  # the user's own setting wins
+        full_env = {**os.environ, **share, **(env or {}), "MLTRIAGE_JOB": str(job), "PYTHONUNBUFFERED": "1",
+                    MARKER: token}
         argv = command or [interpreter, str(probe_file), str(job)]
         start = time.monotonic()
         # create_time comes from whole-second boot time plus clock ticks: allow for the rounding

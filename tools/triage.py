@@ -6,6 +6,7 @@ A step whose finding is decisive (confidence >= DECISIVE) ends the probing; the 
 log are always read because they are cheap and they corroborate.
 """
 
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -187,6 +188,9 @@ async def triage(
     (besides `always`). A step that times out is a hang only if it completed no step (judged from its progress,
     not its wall clock), with where it waited when the probe's stack dump shows it.
     """
+    from tools.probe_runner import PROBE_THREADS
+
+    threads = PROBE_THREADS.set(max(1, (os.cpu_count() or 1) // max(1, concurrency)))  # the probes started below
     start = time.monotonic()
     ran: dict[int, TriageStep] = {}
     found: list[tuple[str, Finding]] = []
@@ -253,6 +257,7 @@ async def triage(
             if name.split(":")[0] not in READ_ONLY:
                 tg.start_soon(run_one, i, name, fn, cap)
                 await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
+    PROBE_THREADS.reset(threads)
     decisive = state["decisive"]
     ran = [ran[i] for i in sorted(ran)]
     if on_progress:
