@@ -554,3 +554,14 @@ def test_gradients_left_on_a_frozen_backbone_by_its_pretraining_are_not_read(wor
     frozen = [p for p in rep.params if "requires_grad_false" in p.flags]
     assert len(frozen) == 6 and all(p.grad_norm is None for p in frozen), rep.text()
     assert "vanishing_gradients" not in modes(rep), rep.text()
+
+
+def test_real_vs_permuted_labels_is_inconclusive_when_both_trainings_diverged():
+    def mode(real, permuted):
+        raw = {"alignment": {"real": {"held_out_loss": real}, "permuted": {"held_out_loss": permuted},
+                             "held_out_loss_at_init": 4.5}}
+        return [f.failure_mode for f in P.data_report_from(raw).findings]
+
+    assert mode(4.6, 4.5) == ["data_pipeline"]  # learned nothing the permuted copy did not: misaligned
+    assert mode(1.2, 4.5) == []                # the real labels generalise: aligned
+    assert mode(37.1, 23.6) == []              # an LR the short run cannot take blew up both: says nothing

@@ -1138,7 +1138,11 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
         rep.findings.append(mode)
     r, p, i0 = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels, rep.held_out_loss_at_init
     # a training cut short by the time cap (a heavy model) learns too little to tell real from permuted labels
-    if all(is_finite(v) for v in (r, p, i0)) and r > p - 0.05 * i0 and r > 0.95 * i0 and not al.get("cut_short"):
+    # and a training that diverged on both (held-out losses far above the loss at init: an LR the short run
+    # cannot take) says nothing about the labels either
+    diverged = all(is_finite(v) for v in (r, p, i0)) and min(r, p) > 3 * i0
+    if all(is_finite(v) for v in (r, p, i0)) and r > p - 0.05 * i0 and r > 0.95 * i0 and not al.get("cut_short") \
+            and not diverged:
         rep.findings.append(Finding(
             failure_mode="data_pipeline", confidence=0.65,
             summary="training on the real labels generalises no better than training on permuted labels: the labels do not match the inputs",
