@@ -461,3 +461,43 @@ def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
 
     assert args("features is not normalised: feature means 0..6e4")["params"] == {"check_scale": True}
     assert "params" not in args("the labels are misaligned with the inputs")
+
+
+UNCLIPPED_LOOP = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 1))
+with torch.no_grad():
+    model[2].weight.mul_(400.0)          # gradients far above any sane bound
+opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+for step in range(40):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    CLIP
+    opt.step()
+"""
+
+
+def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_passes_with_it(workspace):
+    from tools.report import Evidence, Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="exploding_gradients", confidence=0.9, evidence=[Evidence(what="x", value=1, source="s")],
+                  summary="global gradient norm 215 is above 10 in a recurrent net (LSTM) whose loop never clips the "
+                          "gradient norm", fix="clip")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"]["script.checks"] == ["finite_loss", "applied_grad_norm_bounded"]
+
+    (workspace / "train.py").write_text(UNCLIPPED_LOOP.replace("CLIP", "pass"))
+    params = {**args["params"], "script.steps": 10}
+    report = _write(workspace, failure_mode="exploding_gradients", command=args["command"], params=params)
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_applied_grad_norm_stays_bounded"}, report.text()
+
+    (workspace / "train.py").write_text(UNCLIPPED_LOOP.replace("CLIP", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"))
+    after = _rerun(workspace, report.path)
+    assert after.passes_now, after.text()

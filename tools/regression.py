@@ -149,7 +149,8 @@ SCRIPT_CHECKS = {
     "exception": [], "shape_mismatch": [], "oom": [], "hang": [],
 }
 DEFAULT_SCRIPT_CHECKS = ["finite_loss", "loss_falls"]
-ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "grad_norm_bounded", "loss_falls", "batches_differ",
+ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "grad_norm_bounded", "applied_grad_norm_bounded",
+              "loss_falls", "batches_differ",
               "grads_cleared", "grads_reach_step", "every_param_gets_grad", "every_param_changes", "train_mode", "causal",
               "targets_shifted"]
 # a diverging run must at least not end above where it started (a slow one must make progress); a hang shows

@@ -377,6 +377,11 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 **({"command": list(command)} if command else {})}
         if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
             args["function"] = schedule_fns[0]
+        if top.failure_mode == "exploding_gradients" and command and "never clips" in top.summary:
+            # the fix is clipping in the loop: pre-clip norms stay large after it, the norm the optimizer
+            # steps with does not; only the script shows it (the factory's clean loop has no clip to add)
+            args.pop("target", None)
+            args["params"] = {"script.checks": ["finite_loss", "applied_grad_norm_bounded"]}
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
