@@ -190,7 +190,6 @@ async def triage(
     """
     from tools.probe_runner import PROBE_THREADS
 
-    threads = PROBE_THREADS.set(max(1, (os.cpu_count() or 1) // max(1, concurrency)))  # the probes started below
     start = time.monotonic()
     ran: dict[int, TriageStep] = {}
     found: list[tuple[str, Finding]] = []
@@ -251,13 +250,17 @@ async def triage(
     for i, (name, fn, cap) in indexed:
         if name.split(":")[0] in READ_ONLY:
             await run_one(i, name, fn, cap)
-    # then the probes, `concurrency` at a time in tree order (each its own process: two cores, two probes)
-    async with anyio.create_task_group() as tg:
-        for i, (name, fn, cap) in indexed:
-            if name.split(":")[0] not in READ_ONLY:
-                tg.start_soon(run_one, i, name, fn, cap)
-                await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
-    PROBE_THREADS.reset(threads)
+    # then the probes, `concurrency` at a time in tree order (each its own process: two cores, two probes),
+    # sharing the cores between them
+    threads = PROBE_THREADS.set(max(1, (os.cpu_count() or 1) // max(1, concurrency)))
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, (name, fn, cap) in indexed:
+                if name.split(":")[0] not in READ_ONLY:
+                    tg.start_soon(run_one, i, name, fn, cap)
+                    await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
+    finally:
+        PROBE_THREADS.reset(threads)
     decisive = state["decisive"]
     ran = [ran[i] for i in sorted(ran)]
     if on_progress:
