@@ -463,22 +463,12 @@ def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
     assert "params" not in args("the labels are misaligned with the inputs")
 
 
-UNCLIPPED_LOOP = """
-import torch
-from torch import nn
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 1))
-with torch.no_grad():
-    model[2].weight.mul_(400.0)          # gradients far above any sane bound
-opt = torch.optim.SGD(model.parameters(), lr=1e-6)
-x, y = torch.randn(64, 8), torch.randn(64, 1)
-for step in range(40):
-    opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    CLIP
-    opt.step()
-"""
+def _loop(clip: bool) -> str:
+    from test_script_mode import CLIPPED_LOOP  # gradients far above any sane bound, clipped to 1.0 before the step
+    import textwrap
+
+    loop = textwrap.dedent(CLIPPED_LOOP)
+    return loop if clip else loop.replace("    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "")
 
 
 def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_passes_with_it(workspace):
@@ -491,13 +481,14 @@ def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_pas
     args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
                 if s.tool == "write_regression_test")
     assert "target" not in args and args["params"]["script.checks"] == ["finite_loss", "applied_grad_norm_bounded"]
+    assert "clip_grad_norm_" not in _loop(clip=False) and "clip_grad_norm_" in _loop(clip=True)
 
-    (workspace / "train.py").write_text(UNCLIPPED_LOOP.replace("CLIP", "pass"))
+    (workspace / "train.py").write_text(_loop(clip=False))
     params = {**args["params"], "script.steps": 10}
     report = _write(workspace, failure_mode="exploding_gradients", command=args["command"], params=params)
     failed = {c.test for c in report.cases if c.outcome == "failed"}
     assert report.fails_now and failed == {"test_script_applied_grad_norm_stays_bounded"}, report.text()
 
-    (workspace / "train.py").write_text(UNCLIPPED_LOOP.replace("CLIP", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"))
+    (workspace / "train.py").write_text(_loop(clip=True))
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()
