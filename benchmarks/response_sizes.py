@@ -139,14 +139,18 @@ def _stop_strays(ws: Path) -> None:
                 pass
 
 
+def _compact(obj) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))  # as the SDK sends it on the wire
+
+
 def _tool_list_sizes(tools) -> dict:
     dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
     return {
         "tools": len(tools),
         "descriptions": sum(len(t.get("description", "")) for t in dumped),
-        "input_schemas": sum(len(json.dumps(t["inputSchema"])) for t in dumped),
-        "output_schemas": sum(len(json.dumps(t.get("outputSchema", {}))) for t in dumped),
-        "total": len(json.dumps({"tools": dumped})),
+        "input_schemas": sum(_compact(t["inputSchema"]) for t in dumped),
+        "output_schemas": sum(_compact(t.get("outputSchema", {})) for t in dumped),
+        "total": _compact({"tools": dumped}),
     }
 
 

@@ -5,6 +5,7 @@ import inspect
 import json
 import os
 import time
+import typing
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,9 +69,7 @@ class _Server(MCPServer):
         if self._listed is None or self._listed[0] != names:
             from server.schemas import slim
 
-            self._listed = (names, [t.model_copy(update={
-                "input_schema": slim(t.input_schema),
-                "output_schema": slim(t.output_schema, output=True) if t.output_schema else None}) for t in tools])
+            self._listed = (names, [t.model_copy(update={"input_schema": slim(t.input_schema)}) for t in tools])
         return self._listed[1]
 
     async def call_tool(self, name, arguments, context=None):
@@ -99,9 +98,9 @@ def ws() -> Workspace:
     return workspace
 
 
-Detail = Annotated[compact.Detail, Field(description="'full' for everything")]
+Detail = compact.Detail  # the instructions say what detail="full" does; described per tool it cost 2k characters
 # Parameters many tools share: described once here, short, since the model reads them for every tool.
-Python = Annotated[str | None, Field(description="interpreter with the user's torch")]
+Python = Annotated[str | None, Field(description="the user's interpreter")]
 
 # (tool name, detail, the client takes resource links) of the call being answered: `tool` sets it,
 # `reply` shapes the report by it. Context variables follow the call onto the worker thread of a sync
@@ -211,10 +210,30 @@ def tool(fn=None, *, title: str | None = None, hints: ToolAnnotations | None = N
         extra.append(inspect.Parameter("mltriage_ctx", inspect.Parameter.KEYWORD_ONLY, default=None,
                                        annotation=Context | None))
         wrapper.__annotations__ = {**fn.__annotations__, "mltriage_ctx": Context | None}
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    # The SDK would derive the output schema from `Annotated[CallToolResult, SomeReport]` with pydantic's
+    # generator, the largest part of start-up; it gets a bare CallToolResult and the report model is
+    # attached after: its light schema (server/output_schema.py) published, the model validating results.
+    report = _report_model(sig)
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra],
+                                        return_annotation=CallToolResult if report else sig.return_annotation)
     mcp.tool(title=title, description=doc, annotations=hints)(wrapper)
+    if report is not None:
+        from server.output_schema import output_schema
+
+        meta = mcp._tool_manager.get_tool(fn.__name__).fn_metadata
+        meta.output_model, meta.output_schema = report, output_schema(report)
     TOOL_GROUPS.setdefault(group, []).append(fn.__name__)
     return fn
+
+
+def _report_model(sig: inspect.Signature) -> type[Report] | None:
+    """SomeReport of a tool annotated `-> Annotated[CallToolResult, SomeReport]`."""
+    ann = sig.return_annotation
+    if typing.get_origin(ann) is Annotated:
+        base, *meta = typing.get_args(ann)
+        if base is CallToolResult and meta and isinstance(meta[0], type) and issubclass(meta[0], Report):
+            return meta[0]
+    return None
 
 
 def resolve_tools(spec: str) -> list[str]:

@@ -16,25 +16,23 @@ from tools.processes import ProcessCheckReport, process_check as _process_check
 
 @tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log, e.g. 'logs/train.log'")],
-    lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
+    path: Annotated[str, Field(description="the run's log")],
+    lines: Annotated[int, Field(ge=1, le=5000, description="lines from the end")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
-    """Start here on any failing run: the log's last lines with typed events (traceback, nan_inf, oom, nccl, killed,
-    segfault), the last step, seconds since the last write and run_state (active, ended, crashed, stalled = a hang
-    candidate). Fast on any size."""
+    """Start here: the log's last lines, typed events (traceback, nan_inf, oom, nccl, killed), last step, seconds since
+    the last write, run_state (active, ended, crashed, stalled)."""
     return reply(_tail_log(ws().existing_file(path), lines))
 
 
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV)")],
-    names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
-    plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
+    path: Annotated[str, Field(description="log or metrics file")],
+    names: Annotated[list[str] | None, Field(description="only these series; default all")] = None,
+    plot: Annotated[bool, Field(description="also return a PNG of the curves")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Every metric series of a training log (any common framework's format; streamed) summarised, the loss curve's
-    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage
-    branch; confirm with the probe a finding names."""
+    """Every metric series of a training log summarised, the loss curve's shape (converged, plateau, diverging,
+    nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
     file = ws().existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
@@ -53,19 +51,17 @@ async def log_metrics(
 
 @tool(title="GPU status (NVML)", hints=READS, group="core")
 def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
-    """Per NVIDIA GPU: memory, utilisation, temperature, power, clocks, throttle reasons, ECC, and the processes
-    holding memory; available=false with the reason when there is none. Call it for OOM (who holds the memory?) and
-    slow runs (utilisation well below 90% -> profile_steps)."""
+    """Per GPU (NVML): memory, utilisation, temperature, power, throttling, ECC, processes holding memory;
+    available=false with the reason. For OOM and slow runs."""
     return reply(_gpu_status())
 
 
 @tool(title="Check training processes", hints=READS, group="core")
 def process_check(
-    pid: Annotated[int | None, Field(ge=1, description="one process id; default: find the training processes")] = None,
-    pattern: Annotated[str | None, Field(description="regex over the command line (default: python/torchrun/... running a train script)")] = None,
-    stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted")] = False,
+    pid: Annotated[int | None, Field(ge=1, description="one process; default: find training processes")] = None,
+    pattern: Annotated[str | None, Field(description="regex over the command line")] = None,
+    stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy)")] = False,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
-    """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS, loader
-    workers, open logs and their staleness, a verdict. For possibly_hung ask again with stack=True before restarting
-    anything."""
+    """Is the training process running, possibly_hung, zombie or gone? Per process: status, CPU, RSS, loader workers,
+    log staleness. If possibly_hung, ask again with stack=True before restarting."""
     return reply(_process_check(pid=pid, pattern=pattern, stack=stack))

@@ -34,16 +34,14 @@ def _split_target(spec: str) -> tuple[str, str]:
 
 @tool(title="Compare runs before/after a fix", hints=READS, group="core")
 def compare_runs(
-    before: Annotated[str, Field(description="log of the run before the fix")],
-    after: Annotated[str, Field(description="log of the re-run after the fix")],
-    metric: Annotated[str | None, Field(description="series as log_metrics names it (loss, val_loss, acc; 'val' = each "
-                                                    "log's validation loss); default: by failure_mode")] = None,
-    plot: Annotated[bool, Field(description="attach a PNG overlay of both curves")] = False,
-    failure_mode: Annotated[str | None, Field(description="what the fix was for (a failure-mode id or 'plateau')")] = None,
+    before: Annotated[str, Field(description="log before the fix")],
+    after: Annotated[str, Field(description="log after the fix")],
+    metric: Annotated[str | None, Field(description="series name (loss, val_loss, 'val'); default by failure_mode")] = None,
+    plot: Annotated[bool, Field(description="attach a PNG of both curves")] = False,
+    failure_mode: Annotated[str | None, Field(description="what the fix was for")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
-    """After a fix and a short re-run: did it help? One metric of two logs aligned by step; verdict improved /
-    no_change / worse with final and best values. Pass failure_mode (leakage and overfitting fixes are judged on
-    validation loss). no_change -> back to the probes."""
+    """After a fix and a short re-run: did it help? One metric of two logs aligned by step: improved / no_change /
+    worse. Pass failure_mode (leakage fixes are judged on validation loss)."""
     report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 
@@ -86,7 +84,7 @@ async def loss_surface(
 
 @tool(title="Profile training steps", hints=RUNS_SCRIPT, group="experiments")
 async def profile_steps(
-    target: Annotated[str | None, Field(description="target factory 'train.py:make_target' (or 'pkg.module:make_target')")] = None,
+    target: Annotated[str | None, Field(description="factory 'train.py:make_target'")] = None,
     command: Annotated[list[str] | None, Field(description="your training command instead, e.g. ['python', 'train.py', '--steps', '100']; "
                                                           "a leading 'python' becomes your interpreter")] = None,
     steps: Annotated[int, Field(ge=1, le=1000, description="optimizer steps to profile after 2 warmup steps")] = 20,

@@ -22,19 +22,19 @@ JournalPath = Annotated[str, Field(description="the journal file")]
 
 @tool(title="Append a journal entry", hints=APPENDS, group="core")
 def journal_append(
-    title: Annotated[str, Field(description="one line: what broke, with a number, e.g. 'NaN loss at step 512 from log(0)'")],
-    failure_mode: Annotated[str, Field(description="the failure-mode id (nan_inf, broken_graph, lr_too_high, ...)")],
-    symptom: Annotated[str, Field(description="what was observed, with numbers (step, value)")],
-    root_cause: Annotated[str, Field(description="the mechanism, not just the location")],
+    title: Annotated[str, Field(description="e.g. 'NaN loss at step 512 from log(0)'")],
+    failure_mode: Annotated[str, Field(description="failure-mode id")],
+    symptom: Annotated[str, Field(description="what was observed, with numbers")],
+    root_cause: Annotated[str, Field(description="the mechanism, not just the place")],
     fix: Annotated[str, Field(description="file:line and the change")],
-    evidence: Annotated[str | list[str] | None, Field(description="measured facts and the tool that measured each")] = None,
-    resolution: Annotated[str | None, Field(description="before/after numbers that show the fix worked")] = None,
-    test_path: Annotated[str | None, Field(description="the regression test's path")] = None,
-    tags: Annotated[list[str] | None, Field(description="keywords for journal_search")] = None,
+    evidence: Annotated[str | list[str] | None, Field(description="measured facts, each with its tool")] = None,
+    resolution: Annotated[str | None, Field(description="before/after numbers")] = None,
+    test_path: Annotated[str | None, Field(description="the regression test")] = None,
+    tags: Annotated[list[str] | None, Field(description="keywords")] = None,
     path: JournalPath = "journal.md",
 ) -> Annotated[CallToolResult, JournalAppendReport]:
-    """After a validated fix: append an entry to journal.md (earlier entries are never touched; safe with concurrent
-    writers). Returns the entry and its anchor (journal.md#anchor) to cite."""
+    """After a validated fix: append an entry to journal.md (earlier entries untouched, safe with concurrent writers).
+    Returns the anchor to cite."""
     return reply(_journal_append(
         ws().write_path(path), title=title, failure_mode=failure_mode, symptom=symptom, root_cause=root_cause,
         fix=fix, evidence=evidence, resolution=resolution, test_path=test_path, tags=tags))
@@ -47,8 +47,7 @@ def journal_search(
     path: JournalPath = "journal.md",
     limit: Annotated[int, Field(ge=1, le=200, description="at most this many entries")] = 20,
 ) -> Annotated[CallToolResult, JournalSearchReport]:
-    """Before fixing: has this happened before? Matching journal entries (title, failure mode, symptom, root cause,
-    fix, regression test), best matches first; a missing journal gives none."""
+    """Before fixing: has this happened before? Matching journal entries, best first; a missing journal gives none."""
     return reply(_journal_search(ws().read_path(path), query=query, failure_mode=failure_mode, limit=limit))
 
 
@@ -67,29 +66,25 @@ def _spec_file(spec: str | None) -> Path | None:
 
 @tool(title="Write and run a regression test", hints=APPENDS, group="core")
 async def write_regression_test(
-    failure_mode: Annotated[str, Field(description="the failure-mode id of the bug; picks what the test asserts")],
+    failure_mode: Annotated[str, Field(description="the bug's failure-mode id; picks what the test asserts")],
     name: Annotated[str | None, Field(
-        description="what the test pins down, e.g. 'lr_never_exceeds_peak' (no path); default: from the failure mode")] = None,
+        description="test name, e.g. 'lr_never_exceeds_peak'")] = None,
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
-        description="the code where the bug lives: an LR schedule 'train.py:get_lr', a model class 'model.py:GPT' "
-                    "(causality), a helper 'model.py:entropy' (nan_inf), a train step 'train.py:train_step' with target")] = None,
+        description="where the bug lives: 'train.py:get_lr' (schedule), 'model.py:GPT' (causality), "
+                    "'model.py:entropy' (nan_inf), 'train.py:train_step' (with target)")] = None,
     command: Annotated[list[str] | None, Field(
-        description="the training script, e.g. ['python', 'train.py'], run for params['steps'] (default 50) "
-                    "optimizer steps; asserts the symptom on the real loop")] = None,
+        description="the training script, run for params['steps'] (default 50) steps; asserts on the real loop")] = None,
     template: Annotated[str | None, Field(
-        description="force a template (e.g. 'overfit_one_batch', 'lr_schedule', 'script'); try_next names them")] = None,
+        description="force a template; try_next names them")] = None,
     params: Annotated[dict[str, Any] | None, Field(
-        description="settings baked into the test (steps, horizon, peak, max_lr, ...; 'script.X' for the script "
-                    "run only); unknown keys are refused with the list")] = None,
+        description="settings baked into the test (steps, peak, max_lr, ...; 'script.X' for the script run)")] = None,
     python: Python = None,
-    timeout_s: Annotated[float | None, Field(gt=0, le=1800, description="wall-clock limit for the pytest run "
-                                                                        "(default 300 s, plus the script's own limit)")] = None,
+    timeout_s: Annotated[float | None, Field(gt=0, le=1800, description="pytest's limit (default 300, plus the script's)")] = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, RegressionTestReport]:
-    """Before the fix: writes tests/test_<name>.py against the user's own code (target, function or script) and runs
-    it. It must fail now (fails_now, catches_bug); if it passes, the verdict says it does not catch the bug and
-    try_next lists sharper tests. Never overwrites a file."""
+    """Before the fix: writes tests/test_<name>.py against the user's code (target, function or script) and runs it. It
+    must fail now (catches_bug); if not, try_next lists sharper tests."""
     return reply(await _write_regression_test(
         workspace_root=ws().root, failure_mode=failure_mode, name=name, target=target, function=function,
         command=command, template=template, target_file=_spec_file(target), function_file=_spec_file(function),
@@ -102,8 +97,8 @@ async def run_regression_test(
     python: Python = None,
     timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 600.0,
 ) -> Annotated[CallToolResult, RegressionRunReport]:
-    """After the fix: re-runs that test; passes_now must be true (not by skipping), else the failure message. A test
-    that still fails means the fix is incomplete: never loosen its bounds."""
+    """After the fix: re-runs that test; passes_now must be true, else the failure message. Never loosen its bounds to
+    make it pass."""
     test_file = ws().existing_file(path)
     return reply(await _run_regression_test(workspace_root=ws().root, test_file=test_file, python=python,
                                             timeout_s=timeout_s))

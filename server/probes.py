@@ -9,12 +9,10 @@ from pydantic import Field
 from server.core import RUNS_SCRIPT, RUNS_TARGET, Detail, Python, progress_reporter, reply, tool, ws
 from tools import probes as P
 
-Target = Annotated[str | None, Field(description="target factory 'train.py:make_target' (see instructions)")]
-Command = Annotated[list[str] | None, Field(description="script mode instead: the training command, e.g. "
-                                                        "['python', 'train.py', '--steps', '50']")]
-
-
-Timeout = Annotated[float, Field(gt=0, le=3600, description="seconds, then it is killed")]
+# Shared by many tools and read by the model for each: short, the instructions explain targets and commands.
+Target = Annotated[str | None, Field(description="factory 'train.py:make_target'")]
+Command = Annotated[list[str] | None, Field(description="or the training script, e.g. ['python', 'train.py']")]
+Timeout = Annotated[float, Field(gt=0, le=3600)]  # seconds (the name says so), then the probe is killed
 
 
 def _target(target: str | None) -> str | None:
@@ -33,14 +31,13 @@ def _command(command: list[str] | None) -> list[str] | None:
 async def grad_norm_snapshot(
     target: Target = None,
     command: Command = None,
-    steps: Annotated[int, Field(ge=1, le=10000, description="take the snapshot at this optimizer step (1 = the first)")] = 1,
+    steps: Annotated[int, Field(ge=1, le=10000, description="the optimizer step to snapshot")] = 1,
     python: Python = None,
     timeout_s: Timeout = 120.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.GradNormReport]:
-    """When the loss does not move or overfit_test fails: per-parameter and per-module grad norm, weight norm and
-    update/weight ratio (healthy ~1e-3), flags and activation statistics at an optimizer step; findings name the
-    parameters (broken_graph, frozen_params, exploding/vanishing, LR, dead_units)."""
+    """When the loss does not move or overfit_test fails: per-parameter grad norm, weight norm, update/weight ratio
+    (healthy ~1e-3) and activation statistics at a step; findings name the parameters."""
     rep = await P.grad_norm_snapshot(ws().root, _target(target), _command(command), steps, python, timeout_s,
                                      progress_reporter(ctx))
     return reply(rep)
@@ -50,14 +47,13 @@ async def grad_norm_snapshot(
 async def nan_hook_run(
     target: Target = None,
     command: Command = None,
-    max_steps: Annotated[int, Field(ge=1, le=100000, description="stop after this many steps if nothing goes non-finite")] = 200,
+    max_steps: Annotated[int, Field(ge=1, le=100000, description="give up after this many steps")] = 200,
     python: Python = None,
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.NanHookReport]:
-    """Call first when a loss goes NaN/Inf: trains to the first non-finite value and returns its step, phase, module
-    and op (file:line), what the op was fed and the likely cause (log(0), 0/0, exp overflow, LR) with its fix. Fix
-    that op rather than lowering the LR."""
+    """First call when a loss goes NaN/Inf: trains to the first non-finite value; returns step, module, op (file:line),
+    its inputs and the cause (log(0), 0/0, exp overflow, LR) with the fix."""
     rep = await P.nan_hook_run(ws().root, _target(target), _command(command), max_steps, python, timeout_s,
                                progress_reporter(ctx))
     return reply(rep)
@@ -66,14 +62,14 @@ async def nan_hook_run(
 @tool(title="Overfit one batch", hints=RUNS_TARGET, group="core")
 async def overfit_test(
     target: Target,
-    steps: Annotated[int, Field(ge=1, le=100000, description="maximum training steps on the one batch")] = 300,
-    lr: Annotated[float | None, Field(gt=0, description="override the optimizer's learning rate")] = None,
+    steps: Annotated[int, Field(ge=1, le=100000, description="steps on the one batch")] = 300,
+    lr: Annotated[float | None, Field(gt=0, description="override the LR")] = None,
     python: Python = None,
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.OverfitReport]:
-    """Can the model memorise one batch? Run it before tuning anything: passed, or how it failed (flat, slow, diverged,
-    nan) with the loss trajectory. A model that cannot overfit one batch has a bug: next grad_norm_snapshot."""
+    """Can the model memorise one batch? passed, or how it failed (flat, slow, diverged, nan). A model that cannot
+    overfit one batch has a bug: next grad_norm_snapshot."""
     rep = await P.overfit_test(ws().root, _target(target), steps, lr, python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -85,9 +81,8 @@ async def init_loss_check(
     timeout_s: Timeout = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.InitLossReport]:
-    """A first probe that costs seconds: the loss at init against its chance value (ln C, ln 2, E[y^2]): ok, too_high
-    (bad_init, naming the layer) or too_low (data_leakage); logit scale, constant outputs, random vs real inputs
-    (data_pipeline)."""
+    """Seconds: loss at init against its chance value (ln C, ln 2): ok, too_high (bad_init, naming the layer) or
+    too_low (data_leakage); logit scale, constant outputs."""
     rep = await P.init_loss_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -99,9 +94,8 @@ async def data_check(
     timeout_s: Timeout = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.DataCheckReport]:
-    """Call when the loss is suspiciously good or stuck near chance: NaN/Inf in inputs, feature scales, label balance,
-    one feature that predicts the label (data_leakage), real vs permuted labels (data_pipeline), dropout/batch norm
-    left in eval mode."""
+    """When the loss is suspiciously good or stuck near chance: NaN/Inf and scales of inputs, label balance, leakage,
+    real vs permuted labels (data_pipeline), layers left in eval mode."""
     rep = await P.data_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -109,16 +103,15 @@ async def data_check(
 @tool(title="LR range test", hints=RUNS_TARGET, group="core")
 async def lr_range_test(
     target: Target,
-    min_lr: Annotated[float, Field(gt=0, description="first learning rate of the sweep")] = 1e-7,
-    max_lr: Annotated[float, Field(gt=0, description="last learning rate of the sweep")] = 10.0,
-    steps: Annotated[int, Field(ge=10, le=10000, description="training steps over the sweep")] = 100,
+    min_lr: Annotated[float, Field(gt=0, description="sweep start")] = 1e-7,
+    max_lr: Annotated[float, Field(gt=0, description="sweep end")] = 10.0,
+    steps: Annotated[int, Field(ge=10, le=10000, description="steps of the sweep")] = 100,
     python: Python = None,
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.LrRangeReport]:
-    """Only after overfit_test passes: Smith's LR range test on a copy of the model. Returns the suggested LR (minimum
-    / 10), where the loss blows up, where the current LR sits (below, near, above, diverging) and the curve. It
-    places the LR; it does not find bugs."""
+    """Only after overfit_test passes: Smith's LR range test on a copy of the model; the suggested LR and where the
+    current one sits. It places the LR; it does not find bugs."""
     rep = await P.lr_range_test(ws().root, _target(target), min_lr, max_lr, steps, python, timeout_s,
                                 progress_reporter(ctx))
     return reply(rep)
@@ -138,9 +131,8 @@ async def sequence_check(
     detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.SequenceCheckReport]:
-    """For a token model ((B, T) tokens -> (B, T, V) logits) whose loss is suspiciously low or whose samples are
-    garbage: causality (the module and line that lets the future in), targets that are the inputs unshifted, padding
-    counted in the loss."""
+    """For a token model ((B, T) -> (B, T, V) logits) with a suspiciously low loss: causality (the module that lets the
+    future in), unshifted targets, padding counted in the loss."""
     rep = await L.sequence_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx), detail)
     return reply(rep)
 
@@ -148,21 +140,18 @@ async def sequence_check(
 @tool(title="Evaluate the LR schedule", hints=RUNS_TARGET, group="core")
 async def schedule_check(
     lr_schedule: Annotated[str | None, Field(description=(
-        "the LR as a function of the step, 'train.py:get_lr' or 'pkg.module:fn'; only the function and the "
-        "module-level names it uses are read, the file is not run"))] = None,
+        "LR as a function of the step, 'train.py:get_lr' (the file is not run)"))] = None,
     target: Annotated[str | None, Field(description=(
-        "instead: a factory returning {'scheduler'} or {'optimizer', 'make_scheduler(optimizer)'}, and "
-        "'max_steps' (scheduler.step() calls of the run)"))] = None,
+        "or a factory returning {'scheduler', 'max_steps'}"))] = None,
     horizon: Annotated[int | None, Field(ge=1, le=100_000_000, description=(
-        "steps to evaluate (default: the run's max_iters / max_steps / T_max)"))] = None,
+        "steps (default: the run's max_iters/T_max)"))] = None,
     python: Python = None,
     timeout_s: Timeout = 120.0,
     detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.ScheduleCheckReport]:
-    """When the loss diverges mid-run or stops improving early, before touching the LR: evaluates the LR schedule over
-    the whole run without training; names the step and line where it goes wrong (endless warmup, peak far above the
-    base LR, early decay to ~0, jumps)."""
+    """When the loss diverges mid-run or stalls early, before touching the LR: evaluates the LR schedule over the whole
+    run without training; names the step and line where it goes wrong."""
     spec = P.resolve_target(lr_schedule, ws()) if lr_schedule else None
     rep = await L.schedule_check(ws().root, spec, _target(target), horizon, python, timeout_s, progress_reporter(ctx),
                                  detail)

@@ -14,20 +14,14 @@ from collections import Counter
 from typing import Any
 
 MIN_SHARED = 40  # characters of an anyOf worth a $defs entry when it repeats
+INPUT_DROPS = {"title", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 
 
-def slim(schema: dict, output: bool = False) -> dict:
-    """A schema without pydantic's titles, `anyOf [T, null]` as `type: [T, "null"]`, repeated anyOfs in $defs.
-
-    An output schema also loses its descriptions and its empty defaults: a client validates results
-    against it, and models rarely see it (the field meanings are in the README and design.md); what
-    the model reads is the tool's description and input schema, which keep theirs.
-    """
-    drop = {"title", "description"} if output else {"title"}
-    out = _strip(schema, drop, output)
-    if not output:
-        out = _optional_without_null(out)
-    return _share_any_of(out)
+def slim(schema: dict) -> dict:
+    """An input schema without pydantic's titles, bounds the server checks itself, null branches of optional
+    arguments, and with repeated anyOfs in $defs. (Output schemas are written light from the start:
+    server/output_schema.py.)"""
+    return _share_any_of(_optional_without_null(_strip(schema, INPUT_DROPS)))
 
 
 def _optional_without_null(schema: dict) -> dict:
@@ -52,19 +46,17 @@ def _optional_without_null(schema: dict) -> dict:
     return {**schema, "properties": props}
 
 
-def _strip(node: Any, drop: set[str], drop_empty_default: bool, in_properties: bool = False) -> Any:
-    """Drop `title` keywords (not properties named title) and fold simple nullable unions."""
+def _strip(node: Any, drop: set[str], in_properties: bool = False) -> Any:
+    """Drop the `drop` keywords (not properties of those names) and fold simple nullable unions."""
     if isinstance(node, list):
-        return [_strip(x, drop, drop_empty_default) for x in node]
+        return [_strip(x, drop) for x in node]
     if not isinstance(node, dict):
         return node
     out = {}
     for key, value in node.items():
-        if not in_properties and key in drop and isinstance(value, str):
+        if not in_properties and key in drop and not isinstance(value, (dict, list)):
             continue
-        if not in_properties and drop_empty_default and key == "default" and value in (None, [], {}, ""):
-            continue
-        out[key] = _strip(value, drop, drop_empty_default,
+        out[key] = _strip(value, drop,
                           in_properties=key in ("properties", "$defs", "patternProperties"))
     if not in_properties:
         out = _fold_nullable(out)

@@ -17,9 +17,8 @@ def static_scan(
     paths: Annotated[list[str], Field(min_length=1, description=(
         "training code: files or directories (recursive, virtual environments skipped)"))],
 ) -> Annotated[CallToolResult, StaticScanReport]:
-    """Instant, nothing executed: reads training code for silent bugs (no zero_grad, softmax into CrossEntropyLoss,
-    detach on the loss path, log without eps, eval left on, ...), each with file:line, failure mode and fix. Confirm
-    a hit with its probe."""
+    """Instant, nothing executed: silent bugs in training code (no zero_grad, softmax into CrossEntropyLoss, detach on
+    the loss path, ...) with file:line, failure mode and fix."""
     return reply(_static_scan([ws().read_path(p) for p in paths]))
 
 
@@ -27,16 +26,15 @@ def static_scan(
 async def triage(
     target: Target = None,
     command: Command = None,
-    log_path: Annotated[str | None, Field(description="the failing run's log")] = None,
+    log_path: Annotated[str | None, Field(description="the run's log")] = None,
     source_paths: Annotated[list[str] | None, Field(description=(
-        "training code to scan statically (default: the target's file and the script in command)"))] = None,
+        "code to scan (default: target's file, command's script)"))] = None,
     python: Python = None,
-    budget_s: Annotated[float, Field(gt=0, le=3600, description="wall-clock budget for all steps together")] = 180.0,
+    budget_s: Annotated[float, Field(gt=0, le=3600, description="seconds for all steps")] = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, TriageReport]:
-    """The whole decision tree in one call: give it the target AND the command AND the log. Cheap checks, then the
-    probes the evidence calls for, within budget_s. Returns ranked findings (healthy on top when nothing reaches
-    0.5), the steps run and next_steps: write_regression_test, fix, compare_runs, journal_append."""
+    """The whole decision tree in one call: pass the target AND the command AND the log. Cheap checks, then the probes
+    the evidence calls for, within budget_s. Ranked findings and next_steps."""
     w = ws()
     log_file = w.existing_file(log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)
