@@ -8,11 +8,10 @@ structured content. `summary()` shapes any report the same way, so no tool trims
 - a long curve (a list of points) is downsampled to at most 32 points, its extremes kept;
 - a long list of records keeps the top k: the ones the findings name or that carry a flag first,
   then the report's own ranking (`Report.rank_by`), then the original order (findings and a report's
-  `Report.keep_all` lists are never cut); `omitted` says what was
-  cut; the records kept leave out their empty default fields (None, [], "", False), which a long
-  list would otherwise repeat per item;
-- fields that repeat another one (`Report.summary_drops`) are left out;
-- evidence repeated under several findings is shown once;
+  `Report.keep_all` lists are never cut); `omitted` says what was cut;
+- fields that repeat another one (`Report.summary_drops`; `list.field` for a field of every record) are left out;
+- evidence repeated under several findings is shown once, and a finding shows at most 4 facts;
+- records leave out their empty default fields (None, [], "", False);
 - a very long string keeps its head and tail (a traceback's last frames are where it failed).
 
 The result is validated against the report's own model, so it stays valid against the tool's
@@ -32,6 +31,7 @@ NEVER_CUT = ("findings",)  # the decision itself: every finding stays, however m
 
 SIG_DIGITS = 4
 TOP_K = 6
+EVIDENCE_MAX = 4  # facts shown per finding
 MIN_K = 3  # records shown from a long list even when none stands out
 SERIES_MAX = 8  # a number list longer than this is summarised
 CURVE_POINTS = 32
@@ -161,9 +161,10 @@ class _Shaper:
         elif (path not in self.keep_all and len(items) > TOP_K and all(isinstance(x, dict) for x in items)
               and _cost(items) > LIST_BYTES):
             keep = self.top_k(items, path)
-            # records of a long list repeat their empty fields once per item: those go
-            items = [prune_empty(items[i], lean[i]) if lean[i] is not None else items[i] for i in keep]
-            lean = [lean[i] for i in keep]
+            items, lean = [items[i] for i in keep], [lean[i] for i in keep]
+        # records repeat their empty fields once per item (a step's `findings: []`, a finding's `location: null`)
+        items = [prune_empty(x, lean[i]) if isinstance(x, dict) and isinstance(lean[i], dict) else x
+                 for i, x in enumerate(items)]
         return [self.value(x, f"{path}.{i}", lean[i]) for i, x in enumerate(items)]
 
     def top_k(self, items: list[dict], path: str) -> list[int]:
@@ -207,6 +208,15 @@ def prune_empty(full: dict, lean: dict) -> dict:
             if k in lean or not any(v is e or (v == e and type(v) is type(e)) for e in empty)}
 
 
+def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
+    """At most EVIDENCE_MAX facts per finding (the strongest come first); the rest is in detail='full'."""
+    for i, f in enumerate(findings):
+        ev = f.get("evidence", [])
+        if len(ev) > EVIDENCE_MAX:
+            f["evidence"] = ev[:EVIDENCE_MAX]
+            omitted[f"findings.{i}.evidence"] = f"{EVIDENCE_MAX} of {len(ev)} facts (the first ones)"
+
+
 def dedupe_evidence(findings: list[dict]) -> None:
     """Evidence already shown under a higher-ranked finding is replaced by a pointer to it."""
     seen: dict[tuple, int] = {}
@@ -234,17 +244,26 @@ def summary(report: BaseModel) -> dict:
     for own in BOOKKEEPING:  # set below only when something was cut
         data.pop(own, None)
     for name in getattr(report, "summary_drops", ()):  # fields that repeat another one (Report.summary_drops)
+        if "." in name:  # "steps.seconds": that field of every record of the list `steps`
+            field, sub = name.split(".", 1)
+            for record in data.get(field) or []:
+                if isinstance(record, dict):
+                    record.pop(sub, None)
+            continue
         if name in data:
             if type(report).model_fields[name].is_required():
                 data[name] = ""
             else:
                 del data[name]
+    capped: dict[str, str] = {}
     if data.get("findings"):
         dedupe_evidence(data["findings"])
+        cap_evidence(data["findings"], capped)
     mentioned = " ".join(" ".join(filter(None, [f.get("location"), f.get("summary"),
                                                 " ".join(str(e.get("what", "")) for e in f.get("evidence", []))]))
                          for f in full.get("findings", []))
     shaper = _Shaper(mentioned, getattr(report, "rank_by", {}) or {}, getattr(report, "keep_all", ()))
+    shaper.omitted.update(capped)
     shaped = shaper.value(data, "", lean)
     if shaper.summarised:
         shaped["summarised"] = shaper.summarised

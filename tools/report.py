@@ -74,7 +74,8 @@ class Report(BaseModel):
 
     `rank_by`, `keep_all` and `summary_drops` tell tools/compact.py how this report is cut in
     detail='summary': a ranking key per list field (highest first), top-level list fields never cut
-    (besides `findings`, which never is), and fields that repeat another one.
+    (besides `findings`, which never is), and fields that repeat another one ('list.field' for a
+    field of every record of a list).
     """
 
     rank_by: ClassVar[dict[str, Callable[[dict], float]]] = {}

@@ -36,7 +36,7 @@ CORROBORATED_CAP = 0.97
 class TriageStep(BaseModel):
     name: str = Field(description="the tool this step ran")
     status: str = Field(description="ok, error, timeout or skipped")
-    seconds: float
+    seconds: float = Field(0.0, description="wall-clock seconds (left out in detail='summary')")
     summary: str = ""
     findings: list[str] = Field(default_factory=list, description="failure modes this step found")
 
@@ -49,6 +49,8 @@ class NextStep(BaseModel):
 
 class TriageReport(Report):
     keep_all = ("steps", "next_steps")  # what ran and what to do next: part of the answer, never cut
+    # which step found what is in each finding's evidence sources; the seconds add up to elapsed_s
+    summary_drops = ("steps.seconds", "steps.findings")
 
     healthy: bool
     decisive_step: str | None = Field(None, description="the step whose finding ended the walk early")
@@ -77,11 +79,32 @@ class TriageReport(Report):
                 lines.append(f"  Avoid: {f.avoid}")
         for f in self.findings[3:]:
             lines.append(f"Also seen ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
-        if self.next_steps:
-            lines.append("Next:")
-            lines += [f"  {n.tool}({', '.join(f'{k}={v!r}' for k, v in n.args.items())}): {n.why}"
-                      for n in self.next_steps]
+        lines += self._next_lines()
         return "\n".join(lines)
+
+    def summary_text(self) -> str:
+        """detail='summary': the top finding in full, the others one line each (their evidence is in the
+        structured content), what ran, what to do next."""
+        lines = [self.headline()]
+        labels = ["Most likely cause", "Alternative hypothesis", "Also consider"]
+        for i, f in enumerate(self.findings):
+            label = labels[i] if i < len(labels) else "Also seen"
+            if i == 0:
+                lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
+                lines += [f"  Where: {f.location}"] if f.location else []
+                lines += [f"  Evidence: {e}" for e in f.evidence[:3]]
+                lines += [f"  Fix: {f.fix}"] if f.fix else []
+                lines += [f"  Avoid: {f.avoid}"] if f.avoid else []
+            else:
+                lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
+        lines += self._next_lines()
+        return "\n".join(lines)
+
+    def _next_lines(self) -> list[str]:
+        if not self.next_steps:
+            return []
+        return ["Next:"] + [f"  {n.tool}({', '.join(f'{k}={v!r}' for k, v in n.args.items())}): {n.why}"
+                            for n in self.next_steps]
 
 
 def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
