@@ -1059,3 +1059,19 @@ def test_megatron_nan_iteration_counter_is_not_a_nan(tmp_path):
     assert all(e.kind != "nan_inf" for e in rep.events), rep.events
     log.write_text(log.read_text() + " iteration       30/     200 | lm loss: nan | number of nan iterations:   1 |\n")
     assert any(e.kind == "nan_inf" for e in tail_log(log, 20).events)
+
+
+def test_an_epoch_summary_line_sits_at_the_last_step_of_a_log_that_counts_steps(tmp_path):
+    """'epoch 9 done | train_nll nan' after 'step 800 | ...': the NaN is at step 800, not at step 9."""
+    lines = []
+    for epoch in range(1, 12):
+        nll = "nan" if epoch >= 9 else f"{1.2 - 0.1 * epoch:.4f}"
+        lines.append(f"INFO - step {epoch * 100} | epoch {epoch} | train_nll {nll} | 0.4s")
+        lines.append(f"INFO - epoch {epoch} done | train_nll {nll} | val_nll {nll}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    rep = log_metrics(path)
+    assert rep.loss_series == "train_nll" and rep.val_series == "val_nll"  # an NLL is a loss
+    loss = next(s for s in rep.series if s.name == "train_nll")
+    assert loss.first_nonfinite_step == 900, loss
+    assert rep.step_source == "step"

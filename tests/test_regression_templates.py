@@ -11,6 +11,7 @@ code and released by the fix, and the verdicts (a test that passes on the bug is
 import os
 import shutil
 import subprocess
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -492,3 +493,38 @@ def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_pas
     (workspace / "train.py").write_text(_loop(clip=True))
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()
+
+
+LATE_NAN_LOOP = """
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    for step in range(120):
+        opt.zero_grad()
+        scale = 1.0 / (70 - step) if BUG else 1.0   # the bug: a weight that divides by zero at step 70
+        loss = ((model(x) - y) ** 2).mean() * scale
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_nan_regression_test_runs_the_script_as_far_as_the_nan_the_run_met(workspace):
+    """A NaN at step 70 is out of reach of the script test's default 50 steps: triage's suggestion goes past it."""
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="nan_inf", confidence=0.97, summary="x/0: first non-finite value at step 70")
+    args = next(s.args for s in suggest_next([top], None, None, command=["python", "train.py"], nan_step=71)
+                if s.tool == "write_regression_test")
+    assert args["params"]["script.steps"] > 71
+    assert not any(s.args.get("params") for s in suggest_next([top], None, None, command=["python", "train.py"],
+                                                              nan_step=12) if s.tool == "write_regression_test")
+
+    (workspace / "train.py").write_text("BUG = True\n" + textwrap.dedent(LATE_NAN_LOOP))
+    report = _write(workspace, failure_mode="nan_inf", command=args["command"], params=args["params"])
+    assert report.fails_now, report.text()
+    (workspace / "train.py").write_text("BUG = False\n" + textwrap.dedent(LATE_NAN_LOOP))
+    assert _rerun(workspace, report.path).passes_now

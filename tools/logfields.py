@@ -220,6 +220,8 @@ def kind(name: str) -> Kind:
         return "lr"
     if "loss" in k and not re.search(r"loss_?scale|ppl|perplexity", k) and not _THROUGHPUT.search(k.replace("loss", "")):
         return "loss"
+    if re.search(r"(^|[_/. -])(nll|xent|cross_?entropy)($|[_/. -])", k):  # a loss by another name
+        return "loss"
     if _GRAD_NORM.search(k):
         return "grad_norm"
     if _MEMORY.search(k):

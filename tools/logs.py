@@ -607,6 +607,11 @@ class _Parser:
     def _record(self, pairs: list[tuple[str, str]], step_i: int | None, out: dict, src: str | None = None) -> None:
         """One line's values at its step; `src`, its shape: held back the first time it is seen."""
         self.ordinal += 1
+        if step_i is not None and pairs[step_i][0].lower() == "epoch" and self.carry is not None \
+                and any(k.lower() != "epoch" for k in self.step_keys):
+            # an epoch summary line in a log that counts steps: it belongs at the last step seen, so its
+            # values line up with the step lines around it (a NaN at "epoch 9 done" is after step 800, not at 9)
+            step_i = None
         stepped = step_i is not None or self.carry is not None
         if step_i is not None:
             self.carry = step = pairs[step_i][1]

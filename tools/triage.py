@@ -29,6 +29,9 @@ PROBES = frozenset({"nan_hook_run", "init_loss_check", "overfit_test", "grad_nor
                     "sequence_check", "schedule_check"})
 # Bugs whose usual symptom is a loss that turns NaN: when the NaN comes only from the log, they explain it.
 DIVERGENCE_CAUSES = ("missing_zero_grad", "lr_too_high", "loss_function", "train_eval_mode", "data_pipeline", "bad_init")
+# Steps a NaN hunt or a NaN regression test runs the user's script at most, and the script test's default.
+NAN_STEPS_MAX = 2000
+SCRIPT_STEPS_DEFAULT = 50
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
@@ -383,7 +386,7 @@ NEXT_FOR = {
 
 def suggest_next(findings: list[Finding], target: str | None, log_path: str | None,
                  already_ran: frozenset[str] = frozenset(), command: list[str] | None = None,
-                 schedule_fns: list[str] | None = None) -> list[NextStep]:
+                 schedule_fns: list[str] | None = None, nan_step: int | None = None) -> list[NextStep]:
     steps: list[NextStep] = []
     for f in findings[:2]:
         if f.failure_mode == "healthy":
@@ -408,6 +411,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             # steps with does not; only the script shows it (the factory's clean loop has no clip to add)
             args.pop("target", None)
             args["params"] = {"script.checks": ["finite_loss", "applied_grad_norm_bounded"]}
+        if top.failure_mode == "nan_inf" and command and nan_step and nan_step > SCRIPT_STEPS_DEFAULT:
+            # the script test must run as far as the NaN the run met, with some slack
+            args["params"] = {"script.steps": min(NAN_STEPS_MAX, int(nan_step * 1.2) + 10)}
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
@@ -504,7 +510,18 @@ async def run_triage(
         """Far enough to reach the first non-finite step the log shows, bounded; a short look otherwise."""
         loss = log_loss()
         first = loss.first_nonfinite_step if loss is not None else None
-        return int(min(400, max(20, first + 10))) if isinstance(first, (int, float)) else 20
+        # the probe stops at the first NaN and its step's timeout bounds it: reaching the NaN is what matters
+        return int(min(NAN_STEPS_MAX, max(20, first + 10))) if isinstance(first, (int, float)) else 20
+
+    def script_horizon() -> int | None:
+        """Optimizer steps a script test needs to reach the NaN: where the script probe met it, else the log's
+        first non-finite step (its own step counter)."""
+        rep = seen.get("nan_hook_run:script")
+        if rep is not None and getattr(rep, "found", False) and rep.step is not None:
+            return rep.step + 1
+        loss = log_loss()
+        first = loss.first_nonfinite_step if loss is not None else None
+        return int(first) if isinstance(first, (int, float)) and first > 0 else None
 
     def finite_log() -> None:
         """A NaN hunt has nothing to find when the log's loss stayed finite (the script's crash, step order and
@@ -539,7 +556,7 @@ async def run_triage(
         steps += [
             ("grad_norm_snapshot:script",
              lambda t, p: probes.grad_norm_snapshot(w, None, command, GRAD_STEPS, py, t, p), 90.0),
-            ("nan_hook_run:script", script_nan, 90.0),
+            ("nan_hook_run:script", keep("nan_hook_run:script", script_nan), 90.0),
         ]
     if target:
         steps += [
@@ -549,4 +566,4 @@ async def run_triage(
         ]
     return await triage(steps, budget_s, on_progress,
                         next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
-                                                                schedules))
+                                                                schedules, script_horizon()))
