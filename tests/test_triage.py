@@ -231,3 +231,28 @@ def test_lr_signals_that_contradict_each_other_make_no_verdict():
     lr = {f.failure_mode: f for f in rep.findings[1:]}
     assert set(lr) == {"lr_too_high", "lr_too_low"} and all(f.confidence < 0.5 for f in lr.values())
     assert all("disagree" in f.summary for f in lr.values())
+
+
+def _overfit(lr, outcome, initial, final):
+    from tools.probes import OverfitReport
+    return OverfitReport(target="t.py:f", python="python", lr=lr, outcome=outcome, passed=outcome == "passed",
+                         initial_loss=initial, final_loss=final, steps_run=200,
+                         drop_fraction=(initial - final) / initial)
+
+
+def _loss(first, last):
+    from types import SimpleNamespace  # the fields of tools.logs.SeriesStats the rule reads
+    return SimpleNamespace(name="loss", first=first, last=last, smoothed_last=last)
+
+
+def test_lr_too_low_is_a_verdict_only_when_a_larger_lr_learns_the_batch_and_the_run_stalled():
+    from tools.triage import lr_too_low_from
+
+    slow = _overfit(3e-5, "slow", 1.94, 1.41)          # 28% of the one-batch loss gone at the run's LR
+    faster = _overfit(9e-4, "slow", 1.94, 0.36)        # 82% at 30x
+    stalled = lr_too_low_from(slow, faster, _loss(1.67, 1.40))
+    assert [f.failure_mode for f in stalled] == ["lr_too_low"] and stalled[0].confidence >= 0.5
+    assert any(e.source == "log_metrics" for e in stalled[0].evidence)
+    learning = lr_too_low_from(slow, faster, _loss(1.67, 0.40))  # a healthy fine-tune also crawls on one batch
+    assert learning and learning[0].confidence < 0.5
+    assert lr_too_low_from(slow, _overfit(9e-4, "slow", 1.94, 1.30), _loss(1.67, 1.40)) == []  # no faster: not the LR

@@ -16,7 +16,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
-from tools.report import Evidence, Finding, Report
+from tools.report import Evidence, Finding, Report, is_finite
 
 DECISIVE = 0.8
 # the confidence from which a finding is a verdict an agent may act on; below it, a hypothesis to confirm
@@ -360,6 +360,55 @@ def _timeout_finding(step: str, message: str, ticks: int) -> Finding | None:
                        "producer, a lock, a collective one rank never reaches; fix that wait, not the timeout")
 
 
+LR_PROBE_FACTOR = 30.0  # the second one-batch test's LR, in multiples of the user's
+LITTLE_PROGRESS = 0.75  # the run's loss ended above this fraction of where it started: it barely learnt
+
+
+def lr_too_low_from(slow: "probes.OverfitReport", faster: "probes.OverfitReport", log_loss) -> list[Finding]:
+    """lr_too_low when the batch the model could not memorise at its LR is memorised at a larger one.
+
+    Two signals must agree for a verdict (>= 0.5): that experiment, and a run whose logged loss barely fell.
+    A healthy fine-tune at a small LR crawls on one batch too, but its log shows it learning.
+    """
+    fell, fell_faster = slow.drop_fraction, faster.drop_fraction
+    # memorised, or got most of the way where the run's LR got a fraction of it
+    if not (faster.passed or (is_finite(fell_faster) and is_finite(fell) and fell_faster >= 0.6
+                              and fell_faster >= 2 * max(fell, 0.0))):
+        return []
+    evidence = [Evidence(what=f"one-batch loss at lr {slow.lr:.3g} (the run's)", value=f"{slow.outcome}: "
+                         f"{_fmt(slow.initial_loss)} -> {_fmt(slow.final_loss)} in {slow.steps_run} steps",
+                         source="overfit_test"),
+                Evidence(what=f"one-batch loss at lr {faster.lr:.3g} ({LR_PROBE_FACTOR:g}x)",
+                         value=f"{faster.outcome}: {_fmt(faster.initial_loss)} -> {_fmt(faster.final_loss)} in "
+                               f"{faster.steps_run} steps", source="overfit_test")]
+    first, last = _first_last(log_loss)
+    if stalled(log_loss):
+        evidence.append(Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
+                                 source="log_metrics"))
+    return [Finding(
+        failure_mode="lr_too_low", confidence=0.75 if stalled(log_loss) else 0.45, evidence=evidence,
+        summary=(f"at {LR_PROBE_FACTOR:g}x its LR the model learns one batch "
+                 f"({fell_faster:.0%} of the loss gone) where its own LR gets {max(fell, 0.0):.0%}"
+                 + (f", and the run's loss barely fell ({_fmt(first)} -> {_fmt(last)})" if stalled(log_loss) else
+                    "; the log does not show a stalled run, so this is a hypothesis")),
+        fix=f"Raise the LR toward {slow.lr * 10:.3g}-{faster.lr:.3g} (run lr_range_test to place it) and re-run",
+        location="optimizer lr")]
+
+
+def _first_last(series) -> tuple:
+    return getattr(series, "first", None), getattr(series, "smoothed_last", None) or getattr(series, "last", None)
+
+
+def stalled(series) -> bool:
+    """The logged loss ended above LITTLE_PROGRESS of where it started (a positive loss; None without a log)."""
+    first, last = _first_last(series)
+    return is_finite(first) and is_finite(last) and first > 0 and last >= 0 and last >= LITTLE_PROGRESS * first
+
+
+def _fmt(x) -> str:
+    return f"{x:.4g}" if is_finite(x) else str(x)
+
+
 NEXT_FOR = {
     "nan_inf": ("nan_hook_run", "names the first module whose output went non-finite and the inputs it choked on"),
     "exploding_gradients": ("grad_norm_snapshot", "per-layer norms show which layer grows"),
@@ -538,6 +587,20 @@ async def run_triage(
         finite_log()
         return await probes.nan_hook_run(w, None, command, nan_steps(), py, t, prog)
 
+    async def overfit(t, prog):
+        """The one-batch test at the user's LR; when it only crawls, again at LR_PROBE_FACTOR x that LR: a model
+        that then memorises the batch has no bug in the way, its LR is too small."""
+        began = time.monotonic()
+        rep = await probes.overfit_test(w, target, 200, None, py, t, prog)
+        left = t - (time.monotonic() - began)
+        if rep.outcome not in ("slow", "flat") or not is_finite(rep.lr) or rep.lr <= 0 or left < 10:
+            return rep
+        if log_loss() is not None and not stalled(log_loss()):
+            return rep  # the run learns: a second test could only add a hypothesis, not a verdict
+        faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
+        rep.findings.extend(lr_too_low_from(rep, faster, log_loss()))
+        return rep
+
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
     if log_file is not None:
         steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(tail_log, log_file, 80)), 30.0))
@@ -561,7 +624,7 @@ async def run_triage(
     if target:
         steps += [
             ("nan_hook_run", target_nan, 60.0),
-            ("overfit_test", lambda t, p: probes.overfit_test(w, target, 200, None, py, t, p), 60.0),
+            ("overfit_test", overfit, 90.0),
             ("data_check", lambda t, p: probes.data_check(w, target, py, t, p), 45.0),
         ]
     return await triage(steps, budget_s, on_progress,
