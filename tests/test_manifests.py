@@ -7,7 +7,6 @@ path they name exists; the registry entry's arguments are ones `mltriage serve` 
 
 import json
 import re
-import tomllib
 from pathlib import Path, PurePosixPath
 
 import jsonschema
@@ -17,7 +16,9 @@ from server.cli import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "tests" / "fixtures" / "registry"
-PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+# the [project] fields these tests compare (tomllib is 3.11+; the package supports 3.10)
+PYPROJECT = {k: re.search(rf'^{k}\s*=\s*"([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)[1]
+             for k in ("name", "version", "readme")}
 KEBAB = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 
 

@@ -88,6 +88,23 @@ def _server_process(cmd_word: str = "serve") -> psutil.Process:
     raise AssertionError("no `mltriage serve` process found")
 
 
+def _uvx_env(uvx: list[str], cwd: Path) -> dict[str, str]:
+    """The environment in which uvx can build the wheel's environment: from the index, else from uv's cache.
+
+    Creating it up front (`mltriage --help`) also turns a resolution failure into its own message
+    instead of a closed MCP connection.
+    """
+    base = {**NETWORK_ENV, "UV_PYTHON_DOWNLOADS": "never", "HOME": os.environ.get("HOME", "/")}
+    tried = []
+    for env in (base, {**base, "UV_OFFLINE": "1"}):  # offline: a machine whose cache an earlier run filled
+        done = subprocess.run([*uvx, "--help"], cwd=cwd, env={**env, "PATH": os.environ.get("PATH", "")},
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode == 0:
+            return env
+        tried.append(done.stderr[-1500:])
+    pytest.fail("uvx could not create the environment from the wheel, online or from its cache:\n" + "\n".join(tried))
+
+
 def test_uvx_serves_the_built_wheel_outside_the_checkout(dist, tmp_path, no_stray_processes):
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
@@ -100,14 +117,13 @@ def test_uvx_serves_the_built_wheel_outside_the_checkout(dist, tmp_path, no_stra
     (ws / "bad_init" / "train.py").write_text((EXAMPLES / "bad_init" / "train.py").read_text())
     elsewhere = tmp_path / "elsewhere"  # the client's cwd: neither the repository nor the workspace
     elsewhere.mkdir()
+    # the base interpreter, not this venv's: the server must find its packages in the wheel alone
+    uvx = [str(BIN / "uvx"), "--python", sys._base_executable, "--from", str(dist["wheel"]), "mltriage"]
+    env = _uvx_env(uvx, elsewhere)
     params = StdioServerParameters(
-        command=str(BIN / "uvx"),
-        # the base interpreter, not this venv's: the server must find its packages in the wheel alone
-        args=["--python", sys._base_executable, "--from", str(dist["wheel"]), "mltriage", "serve",
-              "--workspace", str(ws)],
-        cwd=str(elsewhere),
+        command=uvx[0], args=[*uvx[1:], "serve", "--workspace", str(ws)], cwd=str(elsewhere),
         # the probes run in the user's interpreter (this one has torch); the server's own env has none
-        env={**NETWORK_ENV, "MLTRIAGE_PYTHON": sys.executable, "UV_PYTHON_DOWNLOADS": "never"},
+        env={**env, "MLTRIAGE_PYTHON": sys.executable},
     )
 
     async def body():
