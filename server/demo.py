@@ -108,6 +108,11 @@ async def _drive(workspace: Path, meta: dict) -> int:
 
 
 def run(args) -> int:
+    if not EXAMPLES.is_dir():
+        # the examples live in the repository, not in the wheel (they are training scripts, not package data)
+        print("mltriage demo: the bundled examples come with a checkout of the repository, not with the installed "
+              "package; clone the repository and run `make demo` there", file=sys.stderr)
+        return 2
     name = args.example or DEFAULT_EXAMPLE
     src = EXAMPLES / name
     if not (src / "example.json").exists():

@@ -1,5 +1,9 @@
 """`mltriage install --client claude|gemini|cursor|vscode`: the MCP server config plus the skills, where each client reads them.
 
+Every client also gets the skills in the shared Agent Skills location, `.agents/skills/` in the
+project (`~/.agents/skills/` for --scope user), which Codex, Cursor, Gemini CLI and other clients of
+the standard read, so one install serves the other agents on the machine too.
+
 A config file is merged, never replaced: other servers and settings stay, the old file is
 backed up to `<file>.bak-<timestamp>` before it changes, a second run changes nothing, and a
 config that is not valid JSON stops the install before anything is written.
@@ -14,13 +18,14 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from server.skillpack import SKILLS_DIR, discover, parse_frontmatter
 
 SERVER_NAME = "mltriage"
+SHARED_SKILLS = Path(".agents") / "skills"  # the Agent Skills location several clients share
 CLIENTS = ("claude", "gemini", "cursor", "vscode")
 
 
@@ -48,6 +53,7 @@ class Plan:
     config: ConfigChange
     files: list[FileChange]
     notes: list[str]
+    dirs: list[Path] = field(default_factory=list)  # where the files go, for the report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,10 +160,9 @@ def plan(client: str, scope: str, workspace: Path | None, home: Path | None = No
     elif client == "cursor":
         cfg = ConfigChange((ws if project else home) / ".cursor" / "mcp.json", "mcpServers",
                            entry("${workspaceFolder}", type="stdio"))
-        files = _cursor_rules(ws / ".cursor" / "rules") if project else []
-        if not project:
-            notes.append("Cursor has no user-level rule files; the skills stay available as skill:// resources "
-                         "of the server (or run again with --scope project for .cursor/rules).")
+        # project: agent-requested rules (Cursor before 2.4 has no skills; newer reads .agents/skills too);
+        # user: ~/.cursor/skills, the user-level folder https://cursor.com/docs/context/skills documents
+        files = _cursor_rules(ws / ".cursor" / "rules") if project else _skill_files(home / ".cursor" / "skills")
     elif client == "vscode":
         cfg = ConfigChange(ws / ".vscode" / "mcp.json" if project else _vscode_user_dir(home) / "mcp.json", "servers",
                            entry("${workspaceFolder}", type="stdio"))
@@ -169,7 +174,14 @@ def plan(client: str, scope: str, workspace: Path | None, home: Path | None = No
             files = _skill_files(home / ".copilot" / "skills")
     else:
         raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
-    return Plan(cfg, files, notes)
+    shared = (ws if project else home) / SHARED_SKILLS
+    dirs = list(dict.fromkeys([*(_top(f.path, ws if project else home) for f in files), shared]))
+    return Plan(cfg, files + _skill_files(shared), notes, dirs)
+
+
+def _top(path: Path, base: Path) -> Path:
+    """The install directory a file goes into: its first two components under `base` (`.claude/skills`)."""
+    return base.joinpath(*path.relative_to(base).parts[:2])
 
 
 def _load(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -253,9 +265,8 @@ def apply(p: Plan, dry_run: bool = False, out=sys.stdout) -> int:
             print(f"unchanged: {cfg.path}", file=out)
         for f in file_changes:
             _write_atomic(f.path, f.data)
-        skills_dirs = sorted({str(f.path.parent) for f in p.files})
         print(f"{len(file_changes)} skill file(s) written, {len(p.files) - len(file_changes)} already current"
-              + (f" ({os.path.commonpath(skills_dirs)})" if skills_dirs else ""), file=out)
+              + (f" ({', '.join(map(str, p.dirs))})" if p.dirs else ""), file=out)
     for note in p.notes:
         print(f"note: {note}", file=out)
     return changed

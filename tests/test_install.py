@@ -77,10 +77,12 @@ def test_install_into_an_empty_setup_writes_the_server_and_the_skills(client, sc
         ("claude", "project"): project / ".claude" / "skills", ("claude", "user"): home / ".claude" / "skills",
         ("gemini", "project"): project / ".gemini" / "skills", ("gemini", "user"): home / ".gemini" / "skills",
         ("vscode", "project"): project / ".github" / "skills", ("vscode", "user"): home / ".copilot" / "skills",
+        ("cursor", "user"): home / ".cursor" / "skills",
     }.get((client, scope))
-    if skills_root:
+    shared_root = (project if scope == "project" else home) / ".agents" / "skills"  # every client, every scope
+    for root in filter(None, (skills_root, shared_root)):
         for rel in SKILL_FILES:
-            assert (skills_root / rel).read_bytes() == (SKILLS_DIR / rel).read_bytes()
+            assert (root / rel).read_bytes() == (SKILLS_DIR / rel).read_bytes()
     if (client, scope) == ("cursor", "project"):
         rule = (project / ".cursor" / "rules" / "mltriage-ml-training-triage.mdc").read_text()
         assert rule.startswith("---\ndescription: ") and "alwaysApply: false" in rule and "tail_log" in rule
@@ -172,3 +174,24 @@ def test_the_cli_installs_for_real_and_reports_broken_json_with_exit_code_2(proj
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
     assert (home / ".claude.json").read_text() == "{broken"
     assert not (home / ".claude" / "skills").exists()
+
+
+def test_the_shared_agents_skills_sit_beside_the_users_own_and_are_reported(project, home):
+    # .agents/skills is shared by every Agent Skills client: other skills there stay untouched
+    own = project / ".agents" / "skills" / "my-skill" / "SKILL.md"
+    own.parent.mkdir(parents=True)
+    own.write_text("---\nname: my-skill\ndescription: mine\n---\nbody\n")
+    changed, out = do_install("gemini", "project", project, home, dry_run=True)
+    assert f"would create: {project.resolve() / '.agents' / 'skills' / 'ml-training-triage' / 'SKILL.md'}" in out
+    assert not (project / ".agents" / "skills" / "ml-training-triage").exists()
+
+    changed, out = do_install("gemini", "project", project, home)
+    assert f"{project.resolve() / '.gemini' / 'skills'}, {project.resolve() / '.agents' / 'skills'}" in out
+    assert own.read_text().startswith("---\nname: my-skill")
+    assert sorted(p.name for p in (project / ".agents" / "skills").iterdir()) == sorted(
+        ["my-skill", *(p.name for p in SKILLS_DIR.iterdir() if (p / "SKILL.md").is_file())])
+
+    # a second client shares the same copy: nothing there is rewritten
+    before = snapshot(project / ".agents")
+    do_install("claude", "project", project, home)
+    assert snapshot(project / ".agents") == before

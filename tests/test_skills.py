@@ -4,6 +4,8 @@ import ast
 import difflib
 import hashlib
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -217,6 +219,33 @@ def test_skill_md_follows_the_agent_skills_spec(skill_md: Path):
     assert isinstance(fm.get("metadata", {}), dict)
     assert len(body) < 500
     assert sum(1 for line in body if line.strip()) > 20, "a skill body with real content"
+
+
+def skills_ref_validate(skill_dir: Path) -> subprocess.CompletedProcess:
+    """`agentskills validate DIR`: the CLI of skills-ref, the Agent Skills spec's reference validator."""
+    return subprocess.run([str(Path(sys.executable).parent / "agentskills"), "validate", str(skill_dir)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_reference_validator_accepts_every_skill():
+    for skill_md in skill_mds():
+        done = skills_ref_validate(skill_md.parent)
+        assert done.returncode == 0 and "Valid skill" in done.stdout, (skill_md.parent.name, done.stdout + done.stderr)
+
+
+def test_the_reference_validator_rejects_what_the_spec_forbids(tmp_path):
+    # the check above is not vacuous: a renamed directory and an unknown frontmatter field both fail
+    renamed = tmp_path / "Gradient_Health"
+    shutil.copytree(SKILLS / "gradient-health", renamed)
+    done = skills_ref_validate(renamed)
+    assert done.returncode != 0 and "must match skill name" in done.stdout + done.stderr
+
+    extra = tmp_path / "gradient-health"
+    shutil.copytree(SKILLS / "gradient-health", extra)
+    md = extra / "SKILL.md"
+    md.write_text(md.read_text(encoding="utf-8").replace("---\n", "---\nversion: 2\n", 1), encoding="utf-8")
+    done = skills_ref_validate(extra)
+    assert done.returncode != 0 and "Unexpected fields in frontmatter: version" in done.stdout + done.stderr
 
 
 def test_our_frontmatter_reader_agrees_with_the_strict_one():
