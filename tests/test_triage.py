@@ -256,3 +256,21 @@ def test_lr_too_low_is_a_verdict_only_when_a_larger_lr_learns_the_batch_and_the_
     learning = lr_too_low_from(slow, faster, _loss(1.67, 0.40))  # a healthy fine-tune also crawls on one batch
     assert learning and learning[0].confidence < 0.5
     assert lr_too_low_from(slow, _overfit(9e-4, "slow", 1.94, 1.30), _loss(1.67, 1.40)) == []  # no faster: not the LR
+
+
+def test_a_model_that_learns_turns_inside_findings_into_hypotheses():
+    """Vanishing-gradient and dead-unit patterns alone, in a model that memorises a batch and whose run's loss
+    falls, are not a verdict (a healthy conv autoencoder and a healthy CNN show both); other findings keep theirs."""
+    from tools.triage import weigh_by_learning
+
+    found = [Finding(failure_mode="vanishing_gradients", confidence=0.78, summary="norms span 2.8 orders"),
+             Finding(failure_mode="dead_units", confidence=0.8, summary="75% of body.4.2 at zero"),
+             Finding(failure_mode="exploding_gradients", confidence=0.9, summary="norm 215, never clipped")]
+    passed = _overfit(1e-3, "passed", 0.0445, 0.0021)
+    weighed = {f.failure_mode: f for f in weigh_by_learning(found, passed, _loss(0.029, 0.0022))}
+    assert weighed["vanishing_gradients"].confidence < 0.5 and "the model learns" in weighed["vanishing_gradients"].summary
+    assert weighed["dead_units"].confidence < 0.5
+    assert weighed["exploding_gradients"].confidence == 0.9
+    # a model that cannot memorise the batch, or a run that stalled, keeps the verdicts
+    assert weigh_by_learning(found, _overfit(1e-3, "flat", 0.04, 0.04), _loss(0.029, 0.0022))[0].confidence == 0.78
+    assert weigh_by_learning(found, passed, _loss(0.029, 0.028))[1].confidence == 0.8
