@@ -12,30 +12,39 @@ from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
+from tools.ranks import is_rank_spec, metrics_ranks, rank_files, tail_ranks
 
 
 @tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log, e.g. 'logs/train.log'")],
+    path: Annotated[str, Field(description="the run's log, e.g. 'logs/train.log'; or the rank logs of a distributed "
+                                           "run: a directory (torchrun --log-dir, Slurm outputs) or a glob 'logs/rank*.log'")],
     lines: Annotated[int, Field(ge=1, le=5000, description="how many lines from the end to return")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
     """Start here on any failing run: the log's last lines with typed events (traceback, nan_inf, oom, nccl, killed,
     segfault), the last step, seconds since the last write and run_state (active, ended, crashed, stalled = a hang
-    candidate). Fast on any size."""
-    return reply(_tail_log(ws().existing_file(path), lines))
+    candidate). Fast on any size. Given rank logs, `ranks` names the culprit rank (first error of its own) apart
+    from the victims (collective timeouts, closed connections, SIGTERM), odd ranks and stragglers: fix the culprit."""
+    w = ws()
+    if is_rank_spec(w, path):
+        return reply(tail_ranks(rank_files(w, path), lines, path, w.root))
+    return reply(_tail_log(w.existing_file(path), lines))
 
 
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV)")],
+    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV), or a directory/glob of rank logs")],
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
     """Every metric series of a training log (any common framework's format; streamed) summarised, the loss curve's
     shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage
-    branch; confirm with the probe a finding names."""
-    file = ws().existing_file(path)
+    branch; confirm with the probe a finding names. Rank logs: the lowest rank's series plus `ranks` (per-rank last
+    step, loss, step times; diverging and straggler ranks)."""
+    w = ws()
+    ranked = rank_files(w, path) if is_rank_spec(w, path) else None
+    file = None if ranked else w.existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
 
@@ -44,7 +53,8 @@ async def log_metrics(
 
     try:
         report = await anyio.to_thread.run_sync(
-            lambda: _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
+            lambda: metrics_ranks(ranked, names, plot, path, w.root, progress, stop.is_set) if ranked else
+            _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
     except BaseException:
         stop.set()  # a cancelled call stops its parsing thread at the next chunk
         raise

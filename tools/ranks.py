@@ -663,3 +663,54 @@ def _findings(rep: RanksReport, culprit: _Rank | None) -> list[Finding]:
                  "throttling: gpu_status there), its data shard (larger samples, a slow disk), extra work on that rank "
                  "only (logging, evaluation, checkpointing on rank 0)")))
     return out
+
+
+# --------------------------------------------------------------------------- as tail_log and log_metrics answer
+
+
+def _focus(rep: RanksReport, root: Path | None) -> tuple[int, Path]:
+    """The one file worth showing lines of: the culprit's log, else an odd rank's, the straggler's, the lowest rank's."""
+    by = {s.rank: s for s in rep.ranks}
+    for rk in [rep.culprit_rank, *rep.odd_ranks, rep.straggler_rank, *rep.diverging_ranks, min(by)]:
+        if rk is None:
+            continue
+        logs_ = [f for f in by[rk].files if not f.endswith("error.json")]
+        if logs_:
+            paths = [Path(root or "/", f) for f in logs_]
+            # the file that holds the error, else the biggest (stderr holds Python's logging and tracebacks)
+            best = max(paths, key=lambda p: (p.name == "stderr.log", p.stat().st_size if p.exists() else 0))
+            return rk, best
+    raise TriageError(f"{rep.source}: the rank set has only error.json files, no log", "Pass the log directory itself")
+
+
+def tail_ranks(files: list[Path], lines: int, source: str, root: Path | None = None):
+    """tail_log over a rank set: the ranks' analysis, with the lines of the rank that matters most."""
+    from tools.logs import tail_log
+
+    rep = analyse_ranks(files, source, root)
+    rank, path = _focus(rep, root)
+    out = tail_log(path, lines)
+    out.notes.append(f"lines and events are rank {rank}'s ({rep.ranks[[s.rank for s in rep.ranks].index(rank)].role}); "
+                     "`ranks` has every rank, its role and its events")
+    out.ranks = rep
+    # the rank analysis says whose error it is; one file's own findings would call a victim's timeout a hang
+    if rep.findings:
+        out.findings = rep.findings
+    return out
+
+
+def metrics_ranks(files: list[Path], names: list[str] | None, plot: bool, source: str, root: Path | None = None,
+                  progress=None, cancelled=None):
+    """log_metrics over a rank set: one rank's series in full (the lowest, as rank 0 logs for the job), and every
+    rank's last steps from its tail (step counters, losses, per-step times)."""
+    from tools.logs import log_metrics
+
+    rep = analyse_ranks(files, source, root)
+    lowest = min(s.rank for s in rep.ranks)
+    stub = rep.model_copy(update={"culprit_rank": None, "odd_ranks": [], "straggler_rank": None, "diverging_ranks": []})
+    _, path = _focus(stub, root)
+    out = log_metrics(path, names, plot, progress=progress, cancelled=cancelled)
+    out.notes.append(f"series are rank {lowest}'s log ({path.name}); `ranks` compares every rank from its tail")
+    out.ranks = rep
+    out.findings += rep.findings
+    return out
