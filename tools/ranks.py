@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from tools import logfields
 from tools.errors import TriageError
 from tools.failure_modes import crash_fix, crash_mode
-from tools.report import Evidence, Finding, Num, Report
+from tools.report import Evidence, Finding, Num, Report, is_finite, mark_nonfinite
 from tools.workspace import Workspace, open_regular
 
 # --------------------------------------------------------------------------- which file is which rank
@@ -535,7 +535,7 @@ def _diverging(ranks: list[_Rank], summaries: dict[int, RankSummary]) -> list[in
         key = next((k for k in r.fields if logfields.kind(k) == "loss" and not logfields.is_val(k)), None)
         if key:
             last[r.rank] = r.fields[key][-1]
-            summaries[r.rank].last_loss = last[r.rank]
+            summaries[r.rank].last_loss = mark_nonfinite(last[r.rank])  # assignment skips the Num validator
     finite = [v for v in last.values() if v == v and abs(v) != float("inf")]
     if len(last) < 2 or not finite:
         return []
@@ -637,7 +637,7 @@ def _findings(rep: RanksReport, culprit: _Rank | None) -> list[Finding]:
     if rep.diverging_ranks:
         rk = rep.diverging_ranks[0]
         vals = {s.rank: s.last_loss for s in rep.ranks if s.last_loss is not None}
-        nonfinite = isinstance(vals.get(rk), str)
+        nonfinite = not is_finite(vals.get(rk))
         out.append(Finding(
             failure_mode="nan_inf" if nonfinite else "data_pipeline", confidence=0.7 if nonfinite else 0.4,
             summary=f"rank(s) {_ranks(rep.diverging_ranks)} report a loss unlike the others' ({vals.get(rk)})",
