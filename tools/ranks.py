@@ -175,7 +175,6 @@ class _Rank:
         self.error_t: dict[str, float] = {}  # its time by basis: error.json, log, mtime
         self.frame: str | None = None
         self.last_step: int | None = None
-        self.last_t: float | None = None  # timestamp of the last line that has one
         self.mtime = 0.0
         self.fields: dict[str, list[float]] = {}  # numeric fields of the last step lines, in order
         self.step_stamps: list[tuple[int, float]] = []
@@ -191,7 +190,6 @@ def _read(path: Path) -> tuple[bytes, bool, os.stat_result]:
     return data, start == 0, st
 
 
-_NULS = re.compile(rb"\x00+")
 
 
 def _read_error_json(r: _Rank, f: _File, data: bytes, st: os.stat_result) -> None:
@@ -231,41 +229,65 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+# Where a rank's trouble starts in its tail: the first of these (lowercased) is found at memchr speed, and only the
+# lines from there on go through tail_log's event parser. A regex over every line of 512 tails is what costs.
+_TROUBLE = (b"traceback", b"error", b"memory", b"oom", b"nccl", b"gloo", b"collective", b"watchdog", b"timed out",
+            b"timeout", b"segmentation", b"sigsegv", b"sigbus", b"sigabrt", b"sigkill", b"sigterm", b"signal",
+            b"killed", b"exit code", b"exitcode", b"core dump", b"fatal", b"bus error", b"terminate called", b"abort")
+
+
+def _trouble_at(data: bytes) -> int | None:
+    low = data.lower()
+    found = [i for i in (low.find(w) for w in _TROUBLE) if i >= 0]
+    return min(found) if found else None
+
+
+STEP_LINES = 30  # the last step lines read for the step counter and the step stamps
+FIELD_LINES = 12  # of those, the lines whose fields (counters, losses, per-step times) are parsed: the costly part
+
+
 def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_result) -> None:
     from tools import logs  # tools.logs imports this module's report: import its reader when used
 
-    if b"\x00" in data:
-        data = _NULS.sub(b"", data)  # sparse holes and preallocated space, not text
+    hole = data.rfind(b"\x00")
+    if hole >= 0:  # a sparse hole or preallocated space: the text after it is the newest, the rest is older
+        data = data[hole + 1:]
+        at_start = True  # what follows a hole starts a line
     raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
-    if not at_start and raw:
-        raw = raw[1:]  # cut mid-line
+    skip = 0 if at_start else 1  # the first line is cut mid-line
+    n = len(raw) - skip
     year = time.gmtime(st.st_mtime).tm_year
-    text = []
-    for b in raw:
-        t = logs._clean(b)
-        if t.startswith("[") and (m := _PREFIX.match(t)):
-            if t.startswith("[rank"):
-                r.global_rank = int(m[1])
-            t = t[m.end():]
-        text.append(t)
-    n = len(text)
-    stamps: dict[int, float] = {}
+    cleaned: dict[int, str] = {}
+
+    def line(k: int) -> str:
+        """Line k, cleaned once, when something needs it (most lines of a tail never are)."""
+        t = cleaned.get(k)
+        if t is None:
+            t = logs._clean(raw[k + skip])
+            if t.startswith("[") and (m := _PREFIX.match(t)):
+                if t.startswith("[rank"):
+                    r.global_rank = int(m[1])
+                t = t[m.end():]
+            cleaned[k] = t
+        return t
+
+    stamps: dict[int, float | None] = {}
 
     def stamp_at(k: int) -> float | None:
         """The time of line k: its own stamp, else the nearest earlier line's (a traceback has none of its own)."""
         for j in range(k, max(-1, k - 60), -1):
-            if j in stamps:
+            if j not in stamps:
+                stamps[j] = _stamp(line(j), year)
+            if stamps[j] is not None:
                 return stamps[j]
-            t = _stamp(text[j], year)
-            if t is not None:
-                stamps[j] = t
-                return t
         return None
 
     name = f.shown
-    for e in logs._events(text, 0, lambda i: None):
+    at = _trouble_at(data)
+    first = max(0, data.count(b"\n", 0, at) - skip) if at is not None else n
+    for e in logs._events([line(k) for k in range(first, n)], 0, lambda i: None):
         k = n - e.line_from_end
         body = f"{e.exception_type}: {e.message}" if e.kind == "traceback" else e.text
         ev = RankEvent(rank=r.rank, kind=e.kind, time=None, text=body[:600], file=f"{name} ({e.line_from_end} lines from the end)",
@@ -282,26 +304,24 @@ def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_resul
             r.error_t["mtime"] = st.st_mtime
             if e.kind == "traceback":
                 lo = k
-                while lo > 0 and (text[lo - 1][:1].isspace() or text[lo - 1].startswith("Traceback")):
+                while lo > first and (line(lo - 1)[:1].isspace() or line(lo - 1).startswith("Traceback")):
                     lo -= 1
-                frames = _frames(text[lo:k])
+                frames = _frames([line(j) for j in range(lo, k)])
                 r.frame = frames[-1] if frames else e.frame
     # the last step lines: their counters, timings and stamps
     seen, fields, stamps_seen = 0, {}, []
     for k in range(n - 1, -1, -1):
-        line = text[k]
-        m = _STEP.search(line)
+        text = line(k)
+        m = _STEP.search(text)
         if not m:
             continue
         step = int(m[1])
         if r.last_step is None:
             r.last_step = step
-        t = _stamp(line, year)
+        t = _stamp(text, year)
         if t is not None:
             stamps_seen.append((step, t))
-            if r.last_t is None:
-                r.last_t = t
-        found, _, _ = logfields.fields(line)
+        found = logfields.fields(text)[0] if seen < FIELD_LINES else ()
         for fld in found:
             try:
                 v = float(fld.value.replace(",", ""))
@@ -309,7 +329,7 @@ def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_resul
                 continue
             fields.setdefault(fld.key, []).append(v)
         seen += 1
-        if seen >= 50:
+        if seen >= STEP_LINES:
             break
     for key, v in fields.items():  # stdout and stderr of one rank: the file that logs a field gives it
         r.fields[key] = v[::-1]
