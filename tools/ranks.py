@@ -712,7 +712,7 @@ def tail_ranks(files: list[Path], lines: int, source: str, root: Path | None = N
     out = tail_log(path, lines)
     out.notes.append(f"lines and events are rank {rank}'s ({rep.ranks[[s.rank for s in rep.ranks].index(rank)].role}); "
                      "`ranks` has every rank, its role and its events")
-    out.ranks = rep
+    out.ranks = rep.model_copy(update={"findings": []})  # they are the answer's own findings: said once
     # the rank analysis says whose error it is; one file's own findings would call a victim's timeout a hang
     if rep.findings:
         out.findings = rep.findings
@@ -731,6 +731,6 @@ def metrics_ranks(files: list[Path], names: list[str] | None, plot: bool, source
     _, path = _focus(stub, root)
     out = log_metrics(path, names, plot, progress=progress, cancelled=cancelled)
     out.notes.append(f"series are rank {lowest}'s log ({path.name}); `ranks` compares every rank from its tail")
-    out.ranks = rep
+    out.ranks = rep.model_copy(update={"findings": []})
     out.findings += rep.findings
     return out
