@@ -130,6 +130,19 @@ def test_without_timestamps_the_first_rank_to_stop_writing_is_the_culprit(tmp_pa
     assert rep.culprit_rank == 1 and "mtime" in rep.culprit_basis
 
 
+def test_one_console_log_with_rank_prefixes_is_split_by_rank_and_read_in_write_order(tmp_path):
+    """`srun --label` output (`<task>: ` prefixes): rank 3 fails first, rank 1 later with its own error, the others
+    lose their peers; no timestamps on the failure lines, so the order of the lines in the file decides."""
+    lines = [f"{r}: step {i} loss 0.5" for i in range(5) for r in range(4)]
+    lines += [f"3: {x}" for x in traceback(3, "KeyError: 'input_ids'").replace("[rank3]: ", "").splitlines()]
+    lines += [f"1: {x}" for x in traceback(1, "ValueError: loss is nan").replace("[rank1]: ", "").splitlines()]
+    lines += [f"{r}: {PEER}" for r in (0, 2)]
+    write(tmp_path / "job.out", "srun: job 4242 queued\n" + "\n".join(lines) + "\n")
+    rep = analyse_ranks(rank_files(Workspace(tmp_path), "*.out"), "*.out", tmp_path)
+    assert rep.n_ranks == 4 and rep.culprit_rank == 3 and rep.culprit_basis == "first error in the shared console log"
+    assert {s.rank: s.role for s in rep.ranks} == {0: "victim", 1: "also_failed", 2: "victim", 3: "culprit"}
+
+
 def test_a_rank_whose_step_counter_ends_elsewhere_is_the_odd_one_in_a_hang(tmp_path):
     for r in range(4):
         last = 9 if r == 3 else 8

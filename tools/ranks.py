@@ -95,6 +95,9 @@ def identify(files: list[Path]) -> tuple[list[_File], list[Path], list[str]]:
             found.append(_File(path=p, rank=int(m["rank"]), stream="log", group=str(p.parent)))
         else:
             other.append(p)
+    if not found:  # no file per rank: a console log that interleaves the ranks' lines
+        for p in other:
+            found += [_File(path=p, rank=i, stream="mux", group=f"mux:{p}") for i in _mux_ranks(p)]
     if latest:
         old = [f for f in found if "#" in f.group and int(f.group.rsplit("#", 1)[1]) < latest[f.group.rsplit("#", 1)[0]]]
         if old:
@@ -111,6 +114,40 @@ def identify(files: list[Path]) -> tuple[list[_File], list[Path], list[str]]:
         notes.append(f"{len(groups)} log groups (nodes or jobs) numbered one after another; a `[rankN]:` prefix in "
                      "the logs overrides that numbering")
     return found, other, notes
+
+
+# One file, many ranks: torchrun's console (`--tee` prefixes each line with `[default<local rank>]:`) or
+# `srun --label` (`<task>: `). Each rank's lines are taken out of the shared tail, and their order in the file is
+# the order in which they were written: a time basis as good as a timestamp.
+_MUX = re.compile(rb"^(?:\[(?:default|rank)(\d+)\]:|(\d{1,5}): )", re.M)
+_MUX_PEEK = 64 << 10
+
+
+def _mux_ranks(p: Path) -> list[int]:
+    """The ranks a console log interleaves (none unless most of its tail is rank-prefixed lines)."""
+    try:
+        data = _read(p)[0][-_MUX_PEEK:]
+    except (OSError, TriageError):
+        return []
+    ids: dict[int, int] = {}
+    for a, b in _MUX.findall(data):
+        ids[int(a or b)] = ids.get(int(a or b), 0) + 1
+    if len(ids) < 2 or sum(ids.values()) < 0.3 * max(1, data.count(b"\n")):
+        return []
+    return sorted(ids)
+
+
+def _demux(data: bytes, at_start: bool, rank: int) -> tuple[bytes, list[int]]:
+    """Rank `rank`'s lines of a console tail, prefix removed, and each one's line index in the shared tail."""
+    out, where = [], []
+    for i, ln in enumerate(data.split(b"\n")):
+        if i == 0 and not at_start:
+            continue  # cut mid-line
+        m = _MUX.match(ln)
+        if m and int(m[1] or m[2]) == rank:
+            out.append(ln[m.end():])
+            where.append(i)
+    return b"\n".join(out) + b"\n", where
 
 
 # --------------------------------------------------------------------------- reading one rank's tail
@@ -246,7 +283,8 @@ STEP_LINES = 30  # the last step lines read for the step counter and the step st
 FIELD_LINES = 12  # of those, the lines whose fields (counters, losses, per-step times) are parsed: the costly part
 
 
-def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_result) -> None:
+def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_result, order: list[int] | None = None) -> None:
+    """`order`: for a rank taken out of a shared console log, each line's index there."""
     from tools import logs  # tools.logs imports this module's report: import its reader when used
 
     hole = data.rfind(b"\x00")
@@ -301,7 +339,10 @@ def _read_log(r: _Rank, f: _File, data: bytes, at_start: bool, st: os.stat_resul
             r.error = ev
             if t is not None:
                 r.error_t["log"] = t
-            r.error_t["mtime"] = st.st_mtime
+            if order is not None:
+                r.error_t["order"] = order[k]
+            else:  # a shared file's mtime is every rank's: no basis
+                r.error_t["mtime"] = st.st_mtime
             if e.kind == "traceback":
                 lo = k
                 while lo > first and (line(lo - 1)[:1].isspace() or line(lo - 1).startswith("Traceback")):
@@ -350,6 +391,10 @@ def read_rank(rank: int, files: list[_File]) -> _Rank:
         r.bytes += st.st_size
         if f.stream == "error.json":
             _read_error_json(r, f, data, st)
+            continue
+        if f.stream == "mux":
+            data, order = _demux(data, at_start, rank)
+            _read_log(r, f, data, True, st, order)
             continue
         if data:
             r.mtime = max(r.mtime, st.st_mtime)
@@ -506,13 +551,14 @@ def _first(own: list[_Rank]) -> tuple[_Rank, str]:
     """The earliest error of its own, on the first time basis every candidate has and that tells them apart."""
     if len(own) == 1:
         return own[0], "the only rank with an error of its own"
-    for basis, slack in (("error.json", 1.0), ("log", 0.0), ("mtime", 0.0)):
+    for basis, slack in (("error.json", 1.0), ("order", 0.0), ("log", 0.0), ("mtime", 0.0)):
         ts = [r.error_t.get(basis) for r in own]
         if None in ts:
             continue
         order = sorted(zip(ts, [r.rank for r in own], own))
         if order[1][0] - order[0][0] > slack:
             label = {"error.json": "earliest torchelastic error.json timestamp", "log": "earliest log timestamp",
+                     "order": "first error in the shared console log",
                      "mtime": "earliest last write (file mtime)"}[basis]
             return order[0][2], label
     return min(own, key=lambda r: r.rank), "tie: the lowest rank of those that failed at the same time"
