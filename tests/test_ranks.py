@@ -154,6 +154,25 @@ def test_a_rank_whose_step_counter_ends_elsewhere_is_the_odd_one_in_a_hang(tmp_p
     assert rep.findings[0].failure_mode == "hang" and rep.findings[0].location.startswith("rank 3")
 
 
+def test_a_silent_stuck_job_names_the_rank_that_stopped_at_another_step(tmp_path):
+    old = time.time() - 900  # nobody wrote for 15 minutes, nobody raised: a job stuck in a collective
+    for r in range(4):
+        write(tmp_path / f"rank{r}.log", steps(48 if r == 2 else 51), mtime=old)
+    rep = analyse_ranks(rank_files(Workspace(tmp_path), "rank*.log"), "rank*.log", tmp_path)
+    assert rep.odd_ranks == [2] and rep.culprit_rank is None
+    f = rep.findings[0]
+    assert f.failure_mode == "hang" and f.location == "rank 2" and f.confidence >= 0.5
+
+
+def test_a_rank_killed_by_the_kernel_is_an_out_of_memory_culprit(tmp_path):
+    write(tmp_path / "rank0.log", steps(5) + "/var/spool/slurmd/job4242/slurm_script: line 12:  3141 Killed  python train.py\n",
+          mtime=time.time() - 60)
+    for r in (1, 2):
+        write(tmp_path / f"rank{r}.log", steps(5) + WATCHDOG.format(r=r, s=30) + "\n")
+    rep = analyse_ranks(rank_files(Workspace(tmp_path), "rank*.log"), "rank*.log", tmp_path)
+    assert rep.culprit_rank == 0 and rep.victims == [1, 2] and rep.findings[0].failure_mode == "oom"
+
+
 def test_a_rank_with_a_nan_loss_among_finite_ones_is_named(tmp_path):
     for r in range(4):
         write(tmp_path / f"rank{r}.log", steps(20, loss=float("nan") if r == 1 else 0.7))

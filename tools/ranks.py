@@ -96,7 +96,7 @@ def identify(files: list[Path]) -> tuple[list[_File], list[Path], list[str]]:
         else:
             other.append(p)
     if not found:  # no file per rank: a console log that interleaves the ranks' lines
-        for p in other:
+        for p in [p for p in other if p.suffix in _TEXT_SUFFIXES][:16]:
             found += [_File(path=p, rank=i, stream="mux", group=f"mux:{p}") for i in _mux_ranks(p)]
     if latest:
         old = [f for f in found if "#" in f.group and int(f.group.rsplit("#", 1)[1]) < latest[f.group.rsplit("#", 1)[0]]]
@@ -121,6 +121,7 @@ def identify(files: list[Path]) -> tuple[list[_File], list[Path], list[str]]:
 # the order in which they were written: a time basis as good as a timestamp.
 _MUX = re.compile(rb"^(?:\[(?:default|rank)(\d+)\]:|(\d{1,5}): )", re.M)
 _MUX_PEEK = 64 << 10
+_TEXT_SUFFIXES = {"", ".log", ".out", ".err", ".txt", ".stdout", ".stderr"}
 
 
 def _mux_ranks(p: Path) -> list[int]:
@@ -414,6 +415,7 @@ class RankSummary(BaseModel):
                                    "of another rank's failure; odd: counters differ from the others; straggler: slow")
     why: str = ""
     error: str | None = Field(None, description="its terminal error")
+    error_kind: str | None = Field(None, description="traceback, oom, nccl, killed, segfault or error_file")
     location: str | None = Field(None, description="file:line of the error (the user's innermost frame)")
     error_time: str | None = None
     last_step: int | None = None
@@ -504,6 +506,7 @@ def _root_cause(other: list[Path]) -> int | None:
 def _judge(ranks: list[_Rank], root: int | None, notes: list[str], source: str) -> RanksReport:
     summaries = {r.rank: RankSummary(rank=r.rank, role="ok", files=r.files, last_step=r.last_step,
                                      error=r.error.text[:300] if r.error else None, location=r.frame,
+                                     error_kind=r.error.kind if r.error else None,
                                      error_time=r.error.time if r.error else None) for r in ranks}
     own = [r for r in ranks if r.error is not None and r.error.victim is None and r.error.kind != "warning"]
     victims = [r for r in ranks if r.error is not None and r.error.victim is not None]
@@ -543,7 +546,7 @@ def _judge(ranks: list[_Rank], root: int | None, notes: list[str], source: str) 
         diverging_ranks=diverging, straggler_rank=slow[0] if slow else None,
         straggler_ratio=round(slow[1], 3) if slow else None, straggler_field=slow[2] if slow else None,
         ranks=list(summaries.values()), events=events[:200], notes=notes)
-    report.findings = _findings(report, culprit)
+    report.findings = _findings(report, culprit, ranks)
     return report
 
 
@@ -652,7 +655,10 @@ def _straggler(ranks: list[_Rank], summaries: dict[int, RankSummary]) -> tuple[i
 STRAGGLER = 1.25  # per-step work 25% above the median rank: below that, ordinary jitter between ranks
 
 
-def _findings(rep: RanksReport, culprit: _Rank | None) -> list[Finding]:
+QUIET_S = 300.0  # no rank wrote for this long: the job is stuck or gone, not between two log lines
+
+
+def _findings(rep: RanksReport, culprit: _Rank | None, ranks: list[_Rank]) -> list[Finding]:
     src = f"rank logs {rep.source}"
     out: list[Finding] = []
     by = {s.rank: s for s in rep.ranks}
@@ -662,6 +668,8 @@ def _findings(rep: RanksReport, culprit: _Rank | None) -> list[Finding]:
         c = by[culprit.rank]
         err = c.error or "no error text (named by torchrun's root cause)"
         mode = crash_mode(err) if c.error else "exception"
+        if c.error_kind in ("oom", "killed"):  # a kill with no signal of the launcher's is most often the OOM killer
+            mode = "oom"
         if c.error and re.search(r"\bnan\b|\binf\b|non-finite", err, re.I) and mode == "exception":
             mode = "nan_inf"
         ev = [Evidence(what=f"culprit rank {c.rank} error", value=err[:300], source=c.files[0] if c.files else src),
@@ -692,6 +700,21 @@ def _findings(rep: RanksReport, culprit: _Rank | None) -> list[Finding]:
                  "under a rank- or data-dependent `if`, uneven batches per rank): make every rank call the same "
                  "collectives in the same order (DistributedSampler(drop_last=True), or the Join context manager for "
                  "uneven inputs); TORCH_DISTRIBUTED_DEBUG=DETAIL checks collective consistency")))
+    elif rep.odd_ranks:
+        quiet = time.time() - max((r.mtime for r in ranks), default=0.0)
+        odd = by[rep.odd_ranks[0]]
+        out.append(Finding(
+            failure_mode="hang", confidence=0.6 if quiet > QUIET_S else 0.3,
+            summary=(f"rank(s) {_ranks(rep.odd_ranks)} out of step with the others ({odd.why})"
+                     + (f"; no rank has written its log for {quiet:.0f} s" if quiet > QUIET_S else
+                        "; the logs are still being written")),
+            evidence=[Evidence(what=f"odd rank {s.rank}", value=s.why, source=s.files[0] if s.files else src)
+                      for s in (by[rk] for rk in rep.odd_ranks[:3])]
+            + [Evidence(what="seconds since the last write of any rank", value=round(quiet, 1), source=src)],
+            location=f"rank {odd.rank}",
+            fix=(f"If the job is stuck, process_check(pattern='train', stack=True) shows where each rank waits: rank "
+                 f"{odd.rank} in a different collective (or none) is the cause; make every rank issue the same "
+                 "collectives in the same order")))
     elif rep.victims:
         out.append(Finding(
             failure_mode="hang", confidence=0.6,
