@@ -191,7 +191,9 @@ def test_a_glob_does_not_read_through_a_link_out_of_the_workspace(tmp_path):
     assert [p.name for p in rank_files(w, "logs/rank*.log")] == ["rank0.log"]
     assert [p.name for p in rank_files(w, "logs")] == ["rank0.log"]
     with pytest.raises(TriageError, match="matches no readable file"):
-        rank_files(w, "nothing/*.log")
+        rank_files(w, "logs/*.out")
+    with pytest.raises(TriageError, match="outside"):  # the glob's directory is confined before anything is listed
+        rank_files(w, "../outside/*.log")
 
 
 def test_static_scan_names_the_sampler_without_set_epoch_and_the_unsynced_batchnorm():

@@ -11,7 +11,7 @@ torchelastic's `error.json`), Slurm per-task outputs (`slurm-<job>_<task>.out`),
 """
 
 import calendar
-import glob
+import fnmatch
 import json
 import os
 import re
@@ -40,35 +40,40 @@ MAX_FILES = 8192
 
 def is_rank_spec(w: Workspace, spec: str) -> bool:
     """A glob or a directory (the rank logs of one run) rather than one log file."""
-    if _GLOB_CHARS.search(spec):
-        return True
     try:
-        return w.read_path(spec).is_dir()
+        p = w.read_path(spec)
+        if p.is_file():
+            return False  # a file whose name happens to hold `[` or `*`
+        if p.is_dir():
+            return True
     except TriageError:
-        return False
+        pass
+    return bool(_GLOB_CHARS.search(spec))
+
+
+def _matches(rel: str, pattern: str) -> bool:
+    """Shell-glob match where `*` stays inside one path component and `**` spans any number of them."""
+    if "**" in pattern:
+        return fnmatch.fnmatchcase(rel, pattern.replace("**/", "*").replace("**", "*"))
+    parts, pats = rel.split("/"), pattern.split("/")
+    return len(parts) == len(pats) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, pats))
 
 
 def rank_files(w: Workspace, spec: str) -> list[Path]:
-    """The files a glob or a directory names, every one confined to the workspace's read roots."""
-    if not _GLOB_CHARS.search(spec):
-        return w.walk(spec)  # a directory walk that follows no link out of the read roots
-    base = w.root if not Path(spec).expanduser().is_absolute() else None
-    found = sorted(glob.glob(str(Path(spec).expanduser()), root_dir=base, recursive=True))[:MAX_FILES]
-    out = []
-    for m in found:
-        try:
-            p = w.read_path(m)  # a symlink that leads out of the read roots is refused, not read
-        except TriageError:
-            continue
-        if p.is_dir():
-            out += w.walk(p)
-        elif p.is_file():
-            out.append(p)
+    """The files a glob or a directory names. The glob's fixed leading directories are confined like any path, and
+    the files under them are listed with the workspace's own walk (no link out followed), never by `glob`."""
+    if not _GLOB_CHARS.search(spec) or w.read_path(spec).is_dir():  # a directory, even one named with `[`
+        return w.walk(spec)
+    parts = Path(spec).expanduser().parts
+    fixed = next(i for i, part in enumerate(parts) if _GLOB_CHARS.search(part))
+    base = w.read_path(Path(*parts[:fixed]) if fixed else ".")
+    pattern = "/".join(parts[fixed:])
+    out = [p for p in w.walk(base)[:MAX_FILES * 4] if _matches(p.relative_to(base).as_posix(), pattern)][:MAX_FILES]
     if not out:
         raise TriageError(f"{spec!r} matches no readable file in the workspace",
                           "Pass the torchrun --log-dir directory, a Slurm output glob such as 'logs/slurm-123_*.out', "
                           "or 'logs/rank*.log'")
-    return sorted(set(out))
+    return out
 
 
 class _File(BaseModel):
