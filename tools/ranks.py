@@ -473,9 +473,10 @@ def analyse_ranks(files: list[Path], source: str = "", root: Path | None = None)
     for f in found:
         f.shown = f.path.relative_to(root).as_posix() if root and f.path.is_relative_to(root) else f.path.as_posix()
     if not found:
-        raise TriageError(f"no rank logs among the {len(files)} files of {source or 'the set'}",
-                          "Rank logs are recognised by torchrun's --log-dir layout (attempt_N/<rank>/stderr.log), "
-                          "Slurm's slurm-<job>_<task>.out, or rank<N> in the file name")
+        raise TriageError(f"{source or 'the path'} is a directory (or glob) with no rank logs among its {len(files)} files",
+                          "Pass the log file inside it; rank logs are recognised by torchrun's --log-dir layout "
+                          "(attempt_N/<rank>/stderr.log), Slurm's slurm-<job>_<task>.out, rank<N> in the file name, "
+                          "or a console log whose lines start with [default<N>]: or '<N>: '")
     by_rank: dict[int, list[_File]] = {}
     for f in found:
         by_rank.setdefault(f.rank, []).append(f)
