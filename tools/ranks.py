@@ -215,7 +215,7 @@ class _Rank:
         self.rank, self.files, self.notes = rank, [], []
         self.events: list[tuple[float | None, int, RankEvent]] = []
         self.error: RankEvent | None = None  # the terminal error
-        self.error_t: dict[str, float] = {}  # its time by basis: error.json, log, mtime
+        self.error_t: dict[str, float] = {}  # its time by basis: error.json, order (console line), log, mtime
         self.frame: str | None = None
         self.last_step: int | None = None
         self.mtime = 0.0
@@ -231,8 +231,6 @@ def _read(path: Path) -> tuple[bytes, bool, os.stat_result]:
         start = max(0, st.st_size - TAIL_BYTES)
         data = os.pread(f.fileno(), st.st_size - start, start)
     return data, start == 0, st
-
-
 
 
 def _read_error_json(r: _Rank, f: _File, data: bytes, st: os.stat_result) -> None:
