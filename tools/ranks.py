@@ -15,6 +15,7 @@ import fnmatch
 import json
 import os
 import re
+import stat
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,14 +42,11 @@ MAX_FILES = 8192
 def is_rank_spec(w: Workspace, spec: str) -> bool:
     """A glob or a directory (the rank logs of one run) rather than one log file."""
     try:
-        p = w.read_path(spec)
-        if p.is_file():
-            return False  # a file whose name happens to hold `[` or `*`
-        if p.is_dir():
-            return True
-    except TriageError:
-        pass
-    return bool(_GLOB_CHARS.search(spec))
+        mode = os.stat(w.read_path(spec)).st_mode
+    except (TriageError, OSError):  # missing, too long a name, unreadable: the single-file path says why
+        return bool(_GLOB_CHARS.search(spec))
+    # a directory is a rank set; a file whose name happens to hold `[` or `*` is one log
+    return stat.S_ISDIR(mode)
 
 
 def _matches(rel: str, pattern: str) -> bool:
@@ -62,7 +60,8 @@ def _matches(rel: str, pattern: str) -> bool:
 def rank_files(w: Workspace, spec: str) -> list[Path]:
     """The files a glob or a directory names. The glob's fixed leading directories are confined like any path, and
     the files under them are listed with the workspace's own walk (no link out followed), never by `glob`."""
-    if not _GLOB_CHARS.search(spec) or w.read_path(spec).is_dir():  # a directory, even one named with `[`
+    if not _GLOB_CHARS.search(spec) or is_rank_spec(w, spec) and os.path.isdir(w.read_path(spec)):
+        # a directory, even one named with `[`
         return w.walk(spec)
     parts = Path(spec).expanduser().parts
     fixed = next(i for i, part in enumerate(parts) if _GLOB_CHARS.search(part))
