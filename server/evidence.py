@@ -12,28 +12,35 @@ from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
+from tools.ranks import is_rank_spec, metrics_ranks, rank_files, tail_ranks
 
 
 @tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log")],
+    path: Annotated[str, Field(description="the run's log, or a dir/glob of rank logs")],
     lines: Annotated[int, Field(ge=1, le=5000, description="lines from the end")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
     """Start here: the log's last lines, typed events (traceback, nan_inf, oom, nccl, killed), last step, seconds since
-    the last write, run_state (active, ended, crashed, stalled)."""
-    return reply(_tail_log(ws().existing_file(path), lines))
+    the last write, run_state (active, ended, crashed, stalled). Rank logs: the culprit rank apart from its victims."""
+    w = ws()
+    if is_rank_spec(w, path):
+        return reply(tail_ranks(rank_files(w, path), lines, path, w.root))
+    return reply(_tail_log(w.existing_file(path), lines))
 
 
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file")],
+    path: Annotated[str, Field(description="log or metrics file, or a dir/glob of rank logs")],
     names: Annotated[list[str] | None, Field(description="only these series; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
     """Every metric series of a training log summarised, the loss curve's shape (converged, plateau, diverging,
-    nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
-    file = ws().existing_file(path)
+    nan_death, ...) and LR-schedule findings. The shape picks the triage branch. Rank logs: per-rank steps, losses
+    and step times."""
+    w = ws()
+    ranked = rank_files(w, path) if is_rank_spec(w, path) else None
+    file = None if ranked else w.existing_file(path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
 
@@ -42,7 +49,8 @@ async def log_metrics(
 
     try:
         report = await anyio.to_thread.run_sync(
-            lambda: _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
+            lambda: metrics_ranks(ranked, names, plot, path, w.root, progress, stop.is_set) if ranked else
+            _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
     except BaseException:
         stop.set()  # a cancelled call stops its parsing thread at the next chunk
         raise

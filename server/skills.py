@@ -60,6 +60,8 @@ def _install_extension() -> None:
 
 # Which specialised skill to read next, by words in the reported symptom.
 _SYMPTOM_SKILLS = [
+    (("rank", "distributed", "ddp", "torchrun", "slurm", "collective", "watchdog", "straggler", "nccl", "gloo"),
+     "distributed-failures"),
     (("nan", "inf", "overflow"), "nan-inf-hunting"),
     (("oom", "out of memory", "memory", "hang", "stuck process", "freez", "slow", "throughput", "nccl", "deadlock"), "hangs-oom-throughput"),
     (("explod", "vanish", "gradient", "grad norm", "not learning", "stuck", "plateau", "flat", "dead"), "gradient-health"),

@@ -26,7 +26,7 @@ SKILLS = REPO / "skills"
 EXPECTED_SKILLS = {
     "ml-training-triage", "training-anti-patterns", "training-folklore-priors", "loss-curve-reading",
     "nan-inf-hunting", "gradient-health", "hangs-oom-throughput", "experiment-sweeps", "metric-wont-move",
-    "fix-journal-and-regression-test",
+    "fix-journal-and-regression-test", "distributed-failures",
 }
 ALLOWED_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 

@@ -24,6 +24,7 @@ from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
 from tools.failure_modes import crash_fix, crash_mode
+from tools.ranks import RanksReport
 from tools.report import Evidence, Finding, Num, Report, is_finite
 
 # --------------------------------------------------------------------------- shared text hygiene
@@ -122,8 +123,12 @@ class TailLogReport(Report):
                     "candidate); ended: not written for a while and no process on this machine writes it")
     writers: list[Writer] = Field(default_factory=list, description="processes holding the log open for writing (checked when stale)")
     notes: list[str] = Field(default_factory=list)
+    ranks: RanksReport | None = Field(None, description="given a directory or glob of rank logs: every rank's role "
+                                                        "(culprit, victim, odd, straggler) and events")
 
     def headline(self) -> str:
+        if self.ranks:
+            return self.ranks.headline()
         kinds = sorted({e.kind for e in self.events})
         return (f"{self.path}: {len(self.lines)} lines from the end, last step {self.last_step}, "
                 f"written {self.stale_s:.0f}s ago, run {self.run_state}; events: {', '.join(kinds) or 'none'}")
@@ -935,6 +940,8 @@ class LogMetricsReport(Report):
     shape: Shape | None = Field(None, description="classified shape of the training loss curve")
     not_found: list[str] = Field(default_factory=list, description="requested names no line carried")
     notes: list[str] = Field(default_factory=list)
+    ranks: RanksReport | None = Field(None, description="given a directory or glob of rank logs: per-rank last step, "
+                                                        "loss and step times, odd and straggler ranks")
     _png: bytes | None = PrivateAttr(default=None)
 
     @property

@@ -217,6 +217,22 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "(un-normalized inputs, a missing activation or residual term)",
          "assign the result (x = F.normalize(x) / x = x.add(y)) or use the in-place `_` variant",
          DISCARD_AVOID),
+    # torch.utils.data.distributed.DistributedSampler docs: "calling set_epoch() at the beginning of each epoch
+    # before creating the DataLoader iterator is necessary to make shuffling work properly across multiple epochs"
+    Rule("sampler_without_set_epoch", "data_pipeline", 0.7,
+         "DistributedSampler shuffles with seed + epoch, and nothing here calls set_epoch(): every epoch sees the "
+         "samples in the same order on every rank, as if shuffling were off after the first epoch",
+         "call sampler.set_epoch(epoch) at the start of each epoch, before iterating the DataLoader",
+         "Do not pass shuffle=True to the DataLoader as well (it refuses a sampler with shuffle) or reseed torch "
+         "per epoch; the sampler's epoch is what varies the order."),
+    # torch.nn.SyncBatchNorm docs: statistics over the whole mini-batch across processes; with DDP each rank's
+    # BatchNorm otherwise normalises over its own per-rank batch only
+    Rule("batchnorm_without_sync", "train_eval_mode", 0.5,
+         "BatchNorm under DistributedDataParallel normalises each rank's own batch, and the per-rank batch here is "
+         "tiny: the batch statistics are noisy and differ from the running statistics used in eval",
+         "convert the model before wrapping it: model = nn.SyncBatchNorm.convert_sync_batchnorm(model) (or raise "
+         "the per-rank batch, or use GroupNorm/LayerNorm)",
+         "Do not switch BatchNorm to eval mode during training to hide the noise; synchronise the statistics."),
 ]}
 
 
@@ -1882,11 +1898,36 @@ def rule_kl_sign(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+def rule_distributed_data(f: ParsedFile) -> list[Hit]:
+    """DDP code: a DistributedSampler that never gets set_epoch, BatchNorm over a tiny per-rank batch unsynchronised."""
+    calls = [n for n in f.nodes if isinstance(n, ast.Call)]
+    names = {_name(c) for c in calls}
+    hits: list[Hit] = []
+    sampler = next((c for c in calls if _name(c) == "DistributedSampler"), None)
+    if sampler is not None and "set_epoch" not in names and not any(
+            k.arg == "shuffle" and _src(k.value) == "False" for k in sampler.keywords):
+        hits.append((sampler, "sampler_without_set_epoch"))
+    ddp = "DistributedDataParallel" in names or "DDP" in names
+    bn = next((c for c in calls if re.fullmatch(r"BatchNorm[123]d", _name(c))), None)
+    if ddp and bn is not None and not names & {"SyncBatchNorm", "convert_sync_batchnorm"}:
+        sizes = [k.value.value for c in calls for k in c.keywords if k.arg == "batch_size"
+                 and isinstance(k.value, ast.Constant) and isinstance(k.value.value, int)]
+        sizes += [n.value.value for n in f.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                  and isinstance(n.value.value, int) and any(re.search(r"batch", _src(t), re.I) for t in n.targets)]
+        if sizes and min(sizes) <= SMALL_RANK_BATCH:
+            hits.append((bn, "batchnorm_without_sync", {"why": RULES["batchnorm_without_sync"].why
+                                                         + f" (batch_size {min(sizes)} per rank)"}))
+    return hits
+
+
+SMALL_RANK_BATCH = 16  # BatchNorm's statistics get noisy well below this (SyncBatchNorm's motivating case)
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_accumulation_step_placement]
+                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -548,7 +548,7 @@ async def run_triage(
     workspace_root: Path,
     target: str | None = None,
     command: list[str] | None = None,
-    log_file: Path | None = None,
+    log_file: Path | list[Path] | None = None,
     log_name: str | None = None,
     sources: list[Path] | None = None,
     python: str | None = None,
@@ -633,7 +633,13 @@ async def run_triage(
         return rep
 
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
-    if log_file is not None:
+    if isinstance(log_file, list):  # the rank logs of a distributed run
+        from tools.ranks import metrics_ranks, tail_ranks
+        steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(
+            tail_ranks, log_file, 80, log_name or "", workspace_root)), 30.0))
+        steps.append(("log_metrics", keep("log_metrics", lambda t, p: in_thread(
+            metrics_ranks, log_file, None, False, log_name or "", workspace_root)), 60.0))
+    elif log_file is not None:
         steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(tail_log, log_file, 80)), 30.0))
         steps.append(("log_metrics", keep("log_metrics", lambda t, p: in_thread(log_metrics, log_file)), 60.0))
     if target:
