@@ -21,7 +21,7 @@ def tail_log(
     lines: Annotated[int, Field(ge=1, le=5000, description="lines from the end")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
     """Start here: the log's last lines, typed events (traceback, nan_inf, oom, nccl, killed), last step, seconds since
-    the last write, run_state (active, ended, crashed, stalled). Rank logs: the culprit rank apart from its victims."""
+    the last write, run_state. Rank logs: the culprit rank apart from its victims."""
     w = ws()
     if is_rank_spec(w, path):
         return reply(tail_ranks(rank_files(w, path), lines, path, w.root))
@@ -36,8 +36,7 @@ async def log_metrics(
     plot: Annotated[bool, Field(description="also return a PNG of the curves")] = False,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
     """Every metric series of a training log summarised, the loss curve's shape (converged, plateau, diverging,
-    nan_death, ...) and LR-schedule findings. The shape picks the triage branch. Rank logs: per-rank steps, losses
-    and step times."""
+    nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
     w = ws()
     ranked = rank_files(w, path) if is_rank_spec(w, path) else None
     file = None if ranked else w.existing_file(path)
@@ -59,8 +58,8 @@ async def log_metrics(
 
 @tool(title="GPU status (NVML)", hints=READS, group="core")
 def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
-    """Per GPU (NVML): memory, utilisation, temperature, power, throttling, ECC, processes holding memory;
-    available=false with the reason. For OOM and slow runs."""
+    """Per GPU (NVML): memory, utilisation, temperature, power, throttling, ECC, processes holding memory. For OOM and
+    slow runs."""
     return reply(_gpu_status())
 
 
@@ -70,6 +69,6 @@ def process_check(
     pattern: Annotated[str | None, Field(description="regex over the command line")] = None,
     stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy)")] = False,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
-    """Is the training process running, possibly_hung, zombie or gone? Per process: status, CPU, RSS, loader workers,
-    log staleness. If possibly_hung, ask again with stack=True before restarting."""
+    """Is the training process running, possibly_hung, zombie or gone? Status, CPU, RSS, loader workers, log staleness.
+    If possibly_hung, ask again with stack=True before restarting."""
     return reply(_process_check(pid=pid, pattern=pattern, stack=stack))

@@ -47,7 +47,7 @@ def journal_search(
     path: JournalPath = "journal.md",
     limit: Annotated[int, Field(ge=1, le=200, description="at most this many entries")] = 20,
 ) -> Annotated[CallToolResult, JournalSearchReport]:
-    """Before fixing: has this happened before? Matching journal entries, best first; a missing journal gives none."""
+    """Before fixing: has this happened before? Matching journal entries, best first."""
     return reply(_journal_search(ws().read_path(path), query=query, failure_mode=failure_mode, limit=limit))
 
 

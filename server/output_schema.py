@@ -72,7 +72,8 @@ def _union(args: tuple, defs: dict) -> dict:
         return {"$ref": "#/$defs/Num"}
     if all(set(o) == {"type"} and isinstance(o["type"], str) for o in options):
         names = [o["type"] for o in options]
-        return {"type": [t for t in names if not (t == "integer" and "number" in names)]}  # a number covers both
+        names = [t for t in names if not (t == "integer" and "number" in names)]  # a number covers both
+        return {} if len(set(names) - {"null"}) >= 3 else {"type": names}  # a measured value of any kind
     if len(options) == 2 and {"type": "null"} in options:
         other = next(o for o in options if o != {"type": "null"})
         if isinstance(other.get("type"), str):

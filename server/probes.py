@@ -37,7 +37,7 @@ async def grad_norm_snapshot(
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.GradNormReport]:
     """When the loss does not move or overfit_test fails: per-parameter grad norm, weight norm, update/weight ratio
-    (healthy ~1e-3) and activation statistics at a step; findings name the parameters."""
+    (healthy ~1e-3), activation statistics; findings name the parameters."""
     rep = await P.grad_norm_snapshot(ws().root, _target(target), _command(command), steps, python, timeout_s,
                                      progress_reporter(ctx))
     return reply(rep)
@@ -81,8 +81,8 @@ async def init_loss_check(
     timeout_s: Timeout = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.InitLossReport]:
-    """Seconds: loss at init against its chance value (ln C, ln 2): ok, too_high (bad_init, naming the layer) or
-    too_low (data_leakage); logit scale, constant outputs."""
+    """Seconds: loss at init against chance (ln C, ln 2): ok, too_high (bad_init, naming the layer) or too_low
+    (data_leakage); logit scale, constant outputs."""
     rep = await P.init_loss_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -94,8 +94,8 @@ async def data_check(
     timeout_s: Timeout = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.DataCheckReport]:
-    """When the loss is suspiciously good or stuck near chance: NaN/Inf and scales of inputs, label balance, leakage,
-    real vs permuted labels (data_pipeline), layers left in eval mode."""
+    """When the loss is suspiciously good or stuck near chance: input NaN/Inf and scales, label balance, leakage, real
+    vs permuted labels, layers left in eval mode."""
     rep = await P.data_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 

@@ -19,7 +19,7 @@ def static_scan(
         "training code: files or directories (recursive, virtual environments skipped)"))],
 ) -> Annotated[CallToolResult, StaticScanReport]:
     """Instant, nothing executed: silent bugs in training code (no zero_grad, softmax into CrossEntropyLoss, detach on
-    the loss path, ...) with file:line, failure mode and fix."""
+    the loss path, ...) with file:line and fix."""
     return reply(_static_scan([ws().read_path(p) for p in paths]))
 
 
