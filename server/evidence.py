@@ -11,6 +11,7 @@ from pydantic import Field
 from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
+from tools.stores import resolve_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
 
 
@@ -28,14 +29,19 @@ def tail_log(
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV)")],
+    path: Annotated[str, Field(description="log or metrics file (text, JSON lines, CSV), or a run directory / store "
+                                           "file: TensorBoard events, W&B run, MLflow mlruns, Lightning metrics.csv, "
+                                           "trainer_state.json, Trackio .db")],
     names: Annotated[list[str] | None, Field(description="only these series, e.g. ['loss', 'val_loss', 'lr']; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves (raw + moving average, LR on a second axis)")] = False,
+    run: Annotated[str | None, Field(description="which run when the path holds several (W&B run id, MLflow run id, "
+                                                 "Trackio run name, TensorBoard sub-directory); default the newest")] = None,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Every metric series of a training log (any common framework's format; streamed) summarised, the loss curve's
-    shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage
-    branch; confirm with the probe a finding names."""
-    file = ws().existing_file(path)
+    """Every metric series of a training log (any common framework's format; streamed) or of a run's metrics store
+    (TensorBoard, W&B offline, MLflow, Lightning CSV, HF Trainer, Trackio: `format` says which) summarised, the loss
+    curve's shape (converged, plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the
+    triage branch; confirm with the probe a finding names."""
+    file = resolve_log(ws(), path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
 
@@ -44,7 +50,7 @@ async def log_metrics(
 
     try:
         report = await anyio.to_thread.run_sync(
-            lambda: _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
+            lambda: _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set, run=run), abandon_on_cancel=True)
     except BaseException:
         stop.set()  # a cancelled call stops its parsing thread at the next chunk
         raise

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from server.core import READS, RUNS_SCRIPT, progress_reporter, reply, tool, ws
 from server.probes import Command, Python, Target, _command, _target
+from tools.stores import resolve_log
 from tools.static_scan import StaticScanReport, static_scan as _static_scan
 from tools.triage import TriageReport, run_triage, source_paths_for
 
@@ -27,7 +28,8 @@ def static_scan(
 async def triage(
     target: Target = None,
     command: Command = None,
-    log_path: Annotated[str | None, Field(description="the failing run's log")] = None,
+    log_path: Annotated[str | None, Field(description="the failing run's log, or its run directory (TensorBoard, W&B, "
+                                                      "MLflow, Lightning, HF Trainer, Trackio)")] = None,
     source_paths: Annotated[list[str] | None, Field(description=(
         "training code to scan statically (default: the target's file and the script in command)"))] = None,
     python: Python = None,
@@ -38,7 +40,7 @@ async def triage(
     probes the evidence calls for, within budget_s. Returns ranked findings (healthy on top when nothing reaches
     0.5), the steps run and next_steps: write_regression_test, fix, compare_runs, journal_append."""
     w = ws()
-    log_file = w.existing_file(log_path) if log_path else None
+    log_file = resolve_log(w, log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)
     rep = await run_triage(w.root, _target(target), _command(command), log_file, log_path,
                            [w.read_path(p) for p in sources], python, budget_s, progress_reporter(ctx),

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import struct
 import warnings
 import zlib
@@ -73,6 +72,7 @@ _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 def _is_trackio(path: Path) -> bool:
     if path.suffix not in (".db", ".sqlite", ".sqlite3"):
         return False
+    import sqlite3
     try:
         with _sqlite(path) as db:
             return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='metrics'").fetchone() is not None
@@ -254,6 +254,7 @@ def read(store: Store, wanted: Callable[[str], bool] = lambda k: True,
 def params(store: Store) -> dict[str, str]:
     """The run's configuration as the store keeps it (W&B config, MLflow params, Lightning's hparams.yaml,
     Trackio's config), flattened to `a.b -> value` strings."""
+    import sqlite3
     try:
         got = {"wandb": _wandb_params, "mlflow": _mlflow_params, "trackio": _trackio_params}.get(
             store.format, _hparams_yaml)(store)
@@ -558,11 +559,13 @@ def _hparams_yaml(store: Store, path: Path | None = None) -> dict[str, str]:
 
 # -- Trackio
 
-def _sqlite(path: Path) -> sqlite3.Connection:
+def _sqlite(path: Path):
+    import sqlite3  # only for a .db: the server starts without it
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
 def _trackio_runs(path: Path) -> list[Store]:
+    import sqlite3
     try:
         with _sqlite(path) as db:
             cols = {r[1] for r in db.execute("PRAGMA table_info(metrics)")}
