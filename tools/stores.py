@@ -316,39 +316,48 @@ def _tensorboard(store: Store, wanted) -> Iterator[Chunk]:
 _LOG_BLOCK = 32768
 _LOG_HEADER = struct.Struct("<IHB")
 _WANDB_IDENT = b":W&B"
+_BLOCKS = 32  # 1 MiB reads
 
 
 def wandb_records(path: Path) -> Iterator[bytes]:
     """The records of a `.wandb` transaction log: LevelDB's log format (32 KiB blocks of CRC-checked fragments
     behind a `:W&B` header). wandb >= 0.2x reads it only in its Go core, so the framing is read here and each
-    record is decoded with wandb's own protobuf `Record`. A torn last record (a run still writing) ends the scan."""
-    with open_regular(path) as f:
-        data = f.read()
-    if data[:4] != _WANDB_IDENT:
-        raise TriageError(f"{path.name} is not a W&B transaction log (no :W&B header)", "Pass the run's run-<id>.wandb file or its directory")
+    record is decoded with wandb's own protobuf `Record`. Read a few blocks at a time (a million-step run's log
+    is ~300 MB); a torn last record (a run still writing) ends the scan."""
     crc = [zlib.crc32(bytes([t])) for t in range(5)]
-    pos, n, parts = 7, len(data), []
-    while pos + 7 <= n:
-        left = _LOG_BLOCK - pos % _LOG_BLOCK
-        if left < 7:
-            pos += left  # block trailer
-            continue
-        checksum, length, kind = _LOG_HEADER.unpack_from(data, pos)
-        start, pos = pos + 7, pos + 7 + length
-        if kind == 0 or kind > 4 or pos > n:
-            break  # zero padding of a preallocated block, or a record cut short
-        frag = data[start:pos]
-        if zlib.crc32(frag, crc[kind]) != checksum:
-            break
-        if kind == 1:
-            yield frag
-        elif kind == 2:
-            parts = [frag]
-        elif parts:
-            parts.append(frag)
-            if kind == 4:
-                yield b"".join(parts)
-                parts = []
+    parts: list[bytes] = []
+    with open_regular(path) as f:
+        data = f.read(_LOG_BLOCK * _BLOCKS)
+        if data[:4] != _WANDB_IDENT:
+            raise TriageError(f"{path.name} is not a W&B transaction log (no :W&B header)",
+                              "Pass the run's run-<id>.wandb file or its directory")
+        pos = 7
+        while data:
+            n = len(data)
+            while pos + 7 <= n:  # fragments never cross a block, so never a read either: reads are whole blocks
+                left = _LOG_BLOCK - pos % _LOG_BLOCK
+                if left < 7:
+                    pos += left  # block trailer
+                    continue
+                checksum, length, kind = _LOG_HEADER.unpack_from(data, pos)
+                start, pos = pos + 7, pos + 7 + length
+                if kind == 0 or kind > 4 or pos > n:
+                    return  # zero padding of a preallocated block, or a record cut short
+                frag = data[start:pos]
+                if zlib.crc32(frag, crc[kind]) != checksum:
+                    return
+                if kind == 1:
+                    yield frag
+                elif kind == 2:
+                    parts = [frag]
+                elif parts:
+                    parts.append(frag)
+                    if kind == 4:
+                        yield b"".join(parts)
+                        parts = []
+            if n < _LOG_BLOCK * _BLOCKS:
+                return
+            data, pos = f.read(_LOG_BLOCK * _BLOCKS), 0
 
 
 def _wandb_pb():
