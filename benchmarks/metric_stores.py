@@ -100,9 +100,8 @@ sys.path.insert(0, {root!r})
 from tools.stores import wandb_records
 from wandb.proto import wandb_internal_pb2 as pb
 pts = {{}}
-rec = pb.Record()
 for data in wandb_records(Path({path!r})):
-    rec.ParseFromString(data)
+    rec = pb.Record.FromString(data)  # a reused message would keep every record in upb's arena
     if rec.WhichOneof("record_type") != "history":
         continue
     for it in rec.history.item:

@@ -229,6 +229,13 @@ class _Buffer:
         b[1].append(value)
         self.n += 1
 
+    def column(self, key: str) -> tuple[list, list]:
+        """The (steps, values) lists of `key` until the next drain, for a caller appending to them itself."""
+        b = self.by.get(key)
+        if b is None:
+            b = self.by[key] = ([], [])
+        return b
+
     def full(self) -> bool:
         return self.n >= _FLUSH
 
@@ -285,12 +292,11 @@ def _tensorboard(store: Store, wanted) -> Iterator[Chunk]:
     for f in store.files:
         rel = f.parent.relative_to(store.path) if f.parent != store.path and f.parent.is_relative_to(store.path) else None
         prefix = f"{rel}/" if rel else ""
+        cols: dict[str, tuple[list, list] | None] = {}  # tag -> its buffer lists (None: not wanted)
+        n = 0
         # the legacy loader yields events as written: the newer one first rewrites every scalar as a tensor
         for ev in LegacyEventFileLoader(str(f)).Load():
-            if not ev.HasField("summary"):
-                continue
-            step = ev.step
-            for v in ev.summary.value:
+            for v in ev.summary.value:  # empty for the events that are no summary
                 which = v.WhichOneof("value")
                 if which == "simple_value":
                     x = v.simple_value
@@ -303,12 +309,19 @@ def _tensorboard(store: Store, wanted) -> Iterator[Chunk]:
                         continue
                 else:
                     continue
-                key = prefix + v.tag
-                if wanted(key):
-                    buf.add(key, step, x)
-            if buf.full():
+                tag = v.tag
+                col = cols.get(tag, False)
+                if col is False:
+                    col = cols[tag] = buf.column(prefix + tag) if wanted(prefix + tag) else None
+                if col is not None:
+                    col[0].append(ev.step)
+                    col[1].append(x)
+                    n += 1
+            if n >= _FLUSH:
                 yield from buf.drain()
-    yield from buf.drain()
+                cols.clear()
+                n = 0
+        yield from buf.drain()
 
 
 # -- Weights & Biases
@@ -375,12 +388,12 @@ def _wandb(store: Store, wanted) -> Iterator[Chunk]:
     if store.file.suffix == ".jsonl":
         yield from _wandb_jsonl(store, wanted)
         return
-    pb = _wandb_pb()
-    rec = pb.Record()
+    parse = _wandb_pb().Record.FromString
     buf = _Buffer()
     step_key: str | None = None  # the user's own step (Lightning's trainer/global_step) beats W&B's `_step`
     for data in wandb_records(store.file):
-        rec.ParseFromString(data)
+        # a fresh message each time: upb keeps what a reused one parsed in its arena (2 GB over a million steps)
+        rec = parse(data)
         if rec.WhichOneof("record_type") != "history":
             continue
         items = [("/".join(it.nested_key) if it.nested_key else it.key, it.value_json) for it in rec.history.item]
@@ -429,10 +442,9 @@ def _wandb_params(store: Store) -> dict[str, str]:
     cfg = store.path / "files" / "config.yaml"
     out: dict[str, str] = {}
     if store.file.suffix == ".wandb":
-        pb = _wandb_pb()
-        rec = pb.Record()
+        parse = _wandb_pb().Record.FromString
         for data in wandb_records(store.file):
-            rec.ParseFromString(data)
+            rec = parse(data)
             which = rec.WhichOneof("record_type")
             updates = rec.config.update if which == "config" else rec.run.config.update if which == "run" else None
             for u in updates or ():
