@@ -165,6 +165,21 @@ def test_compare_and_triage_read_wandb_run_directories(wandb_dir):
     assert ran["log_metrics"] == "ok" and ran["tail_log"] == "ok"  # the console W&B captured in files/output.log
 
 
+def test_sweep_rows_of_a_wandb_folder_take_config_and_summary(wandb_dir):
+    from tools.sweeps import store_runs
+
+    runs = sorted(stores.runs(wandb_dir)[1], key=lambda s: s.mtime)
+    # what an online run leaves beside its log: run.summary, a best value here
+    (runs[1].path / "files" / "wandb-summary.json").write_text(json.dumps({"best/val_loss": 0.25, "_runtime": 3}))
+    fmt, rows = store_runs(wandb_dir)
+    by_lr = {r["lr"]: r for r in rows}
+    assert fmt == "wandb" and set(by_lr) == {"0.5", "0.05"}
+    assert by_lr["0.05"]["best/val_loss"] == 0.25 and "best/val_loss" not in by_lr["0.5"]
+    assert by_lr["0.5"]["val/loss"] == 2.4 and by_lr["0.05"]["samples"] == 99.0
+    r = sweep_analysis(wandb_dir, metric="train/loss", param="lr")
+    assert r.format == "wandb" and r.n_runs == 2
+
+
 # --------------------------------------------------------------------------- MLflow
 
 def write_mlflow(root: Path, runs: list[tuple[float, int, list[float]]]) -> None:

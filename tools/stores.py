@@ -641,8 +641,19 @@ def _trackio_params(store: Store) -> dict[str, str]:
 
 
 def last_values(store: Store) -> dict[str, float]:
-    """The last value of every series of a run (NaN kept: a diverged run), for a sweep's table."""
+    """The last value of every series of a run (NaN kept: a diverged run), for a sweep's table; a W&B run's own
+    summary (`files/wandb-summary.json`: what `run.summary[...]` set, e.g. a best value) overrides it."""
     out: dict[str, float] = {}
     for key, _steps, vals in read(store):
         out[key] = vals[-1]
+    summary = store.path / "files" / "wandb-summary.json"
+    if store.format == "wandb" and summary.is_file():
+        try:
+            with open_regular(summary) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = {}
+        for k, v in _flat(doc if isinstance(doc, dict) else {}).items():
+            if not k.startswith("_") and (x := _number(v)) is not None:
+                out[k] = x
     return out
