@@ -186,7 +186,7 @@ def runs(path: Path) -> tuple[Format, list[Store]]:
             return fmt, chosen
     raise TriageError(f"{path.name or path} is a directory with no metrics store in it (TensorBoard event files, a W&B "
                       "run, MLflow's mlruns, Lightning's metrics.csv, trainer_state.json, a Trackio .db)",
-                      "Pass the log file itself, or the run directory the logger wrote")
+                      "Pass the log file inside it, or the run directory the logger wrote")
 
 
 def detect(path: Path, run: str | None = None) -> Store | None:
