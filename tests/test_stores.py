@@ -165,6 +165,20 @@ def test_compare_and_triage_read_wandb_run_directories(wandb_dir):
     assert ran["log_metrics"] == "ok" and ran["tail_log"] == "ok"  # the console W&B captured in files/output.log
 
 
+def test_a_wandb_run_that_kept_only_its_json_lines_history(tmp_path):
+    # older wandb versions, and runs synced and cleaned, leave files/wandb-history.jsonl beside the summary
+    files = tmp_path / "wandb" / "run-20240101_000000-abc" / "files"
+    files.mkdir(parents=True)
+    rows = [{"_step": i, "_runtime": i * 0.1, "loss": 2.0 - i / 10, **({"val_loss": 2.1 - i / 10} if i % 5 == 0 else {})}
+            for i in range(12)]
+    (files / "wandb-history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = stores.detect(tmp_path / "wandb")
+    assert store.format == "wandb"
+    got = series(store)
+    assert got["loss"] == (list(range(12)), [2.0 - i / 10 for i in range(12)])
+    assert got["val_loss"] == ([0, 5, 10], [2.1, 2.1 - 0.5, 2.1 - 1.0])
+
+
 def test_sweep_rows_of_a_wandb_folder_take_config_and_summary(wandb_dir):
     from tools.sweeps import store_runs
 
@@ -228,6 +242,7 @@ def test_mlflow_file_store_read_back_exactly(mlruns, monkeypatch, through):
     assert stores.params(store)["tags.mlflow.runName"] == "lr0.01-s3"
     r = log_metrics(store.path)
     assert (r.format, r.loss_series, r.val_series) == ("mlflow", "train/loss", "val_loss")
+    assert log_metrics(mlruns, run="lr0.1-s2").run.startswith("lr0.1-s2 (")
 
 
 def test_sweep_analysis_over_an_mlflow_experiment(mlruns):

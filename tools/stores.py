@@ -128,7 +128,7 @@ def _candidates(top: Path, files: list[Path]) -> dict[Format, list[Store]]:
         if f.name == "wandb-history.jsonl" and not any(s.path == f.parent.parent for s in out["wandb"]):
             out["wandb"].append(Store("wandb", f.parent.parent, f.parent.parent.name, [f]))
     ml = {f.parent for f in files if f.name == "meta.yaml" and (f.parent / "metrics").is_dir()}
-    out["mlflow"] = [Store("mlflow", d, d.name, [f for f in files if f.is_relative_to(d)]) for d in sorted(ml)]
+    out["mlflow"] = [Store("mlflow", d, _mlflow_name(d), [f for f in files if f.is_relative_to(d)]) for d in sorted(ml)]
     out["lightning_csv"] = [Store("lightning_csv", f.parent, rel(f.parent), [f]) for f in files
                             if f.name == "metrics.csv" and "step" in _csv_header(f)]
     hf: dict[Path, list[Path]] = {}
@@ -503,10 +503,18 @@ def _mlflow_params(store: Store) -> dict[str, str]:
             if f.is_relative_to(d):
                 with open_regular(f) as fh:
                     out[(f"{sub}." if sub == "tags" else "") + str(f.relative_to(d))] = fh.read(4096).decode("utf-8", "replace").strip()
-    name = out.get("tags.mlflow.runName")
-    if name:
-        store.run = f"{name} ({store.path.name})"
     return out
+
+
+def _mlflow_name(run_dir: Path) -> str:
+    """`<run name> (<run id>)`: `run=` matches either."""
+    tag = run_dir / "tags" / "mlflow.runName"
+    try:
+        with open_regular(tag) as f:
+            name = f.read(1024).decode("utf-8", "replace").strip()
+    except TriageError:
+        return run_dir.name
+    return f"{name} ({run_dir.name})" if name else run_dir.name
 
 
 # -- Lightning, HF Trainer
