@@ -253,6 +253,37 @@ def test_sweep_analysis_over_an_mlflow_experiment(mlruns):
     assert best.value == 0.1 and best.reliable
 
 
+MLFLOW_DB = """
+import math, sys, mlflow
+mlflow.set_tracking_uri("sqlite:///" + sys.argv[1])  # MLflow 3's default backend: mlflow.db
+mlflow.set_registry_uri("file:" + sys.argv[2])  # mlflow-skinny has no SQL model registry
+mlflow.set_experiment("db")
+for name, lr in (("older", 0.1), ("newer", 0.01)):
+    with mlflow.start_run(run_name=name):
+        mlflow.log_params({"lr": lr, "seed": 0})
+        for i in range(20):
+            mlflow.log_metric("loss", math.nan if (name, i) == ("newer", 7) else 2.0 / (1 + lr * 10 * i), step=i)
+        mlflow.log_metric("grad_norm", math.inf, step=19)
+"""
+
+
+def test_mlflow_sqlite_store_read_back_exactly(tmp_path):
+    pytest.importorskip("sqlalchemy")
+    db = tmp_path / "mlflow.db"
+    subprocess.run([sys.executable, "-c", MLFLOW_DB, str(db), str(tmp_path / "registry")], check=True, timeout=180,
+                   capture_output=True)
+    fmt, found = stores.runs(tmp_path)
+    assert fmt == "mlflow" and sorted(s.run.split()[0] for s in found) == ["newer", "older"]
+    store = stores.detect(db, run="newer")
+    got = series(store)
+    assert got["loss"][0] == list(range(20))
+    assert same(got["loss"][1], [math.nan if i == 7 else 2.0 / (1 + 0.1 * i) for i in range(20)])
+    assert got["grad_norm"] == ([19], [math.inf])
+    assert stores.params(store)["lr"] == "0.01"
+    r = log_metrics(tmp_path, run="older")
+    assert (r.format, r.loss_series, r.params["lr"]) == ("mlflow", "loss", "0.1")
+
+
 # --------------------------------------------------------------------------- Lightning, HF Trainer, Trackio
 
 LIGHTNING_CSV = """epoch,step,train_loss_step,val_loss,val_acc,train_loss_epoch

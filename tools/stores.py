@@ -69,15 +69,20 @@ _TB = re.compile(r"events\.out\.tfevents\.")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
-def _is_trackio(path: Path) -> bool:
+def _db_format(path: Path) -> Format | None:
+    """trackio or mlflow (MLflow 3's default `mlflow.db`) for a SQLite file of theirs, else None."""
     if path.suffix not in (".db", ".sqlite", ".sqlite3"):
-        return False
+        return None
     import sqlite3
     try:
         with _sqlite(path) as db:
-            return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='metrics'").fetchone() is not None
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            cols = {r[1] for r in db.execute("PRAGMA table_info(metrics)")} if "metrics" in tables else set()
     except sqlite3.Error:
-        return False
+        return None
+    if {"runs", "experiments"} <= tables and "run_uuid" in cols:
+        return "mlflow"
+    return "trackio" if "run_name" in cols else None
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -95,9 +100,7 @@ def _file_format(path: Path) -> Format:
         return "hf_trainer"
     if name == "metrics.csv" and "step" in _csv_header(path):
         return "lightning_csv"
-    if _is_trackio(path):
-        return "trackio"
-    return "text"
+    return _db_format(path) or "text"
 
 
 def _mtime(files: list[Path]) -> float:
@@ -137,7 +140,9 @@ def _candidates(top: Path, files: list[Path]) -> dict[Format, list[Store]]:
             run = f.parent.parent if _CHECKPOINT.match(f.parent.name) else f.parent
             hf.setdefault(run, []).append(f)
     out["hf_trainer"] = [Store("hf_trainer", d, rel(d), [max(fs, key=_hf_order)]) for d, fs in hf.items()]
-    out["trackio"] = [s for f in files if _is_trackio(f) for s in _trackio_runs(f)]
+    dbs = [(f, _db_format(f)) for f in files if f.suffix in (".db", ".sqlite", ".sqlite3")]
+    out["trackio"] = [s for f, fmt in dbs if fmt == "trackio" for s in _trackio_runs(f)]
+    out["mlflow"] += [s for f, fmt in dbs if fmt == "mlflow" for s in _mlflow_db_runs(f)]
     for stores in out.values():
         for s in stores:
             s.mtime = s.mtime or _mtime(s.files)
@@ -171,6 +176,8 @@ def runs(path: Path) -> tuple[Format, list[Store]]:
         fmt = _file_format(path)
         if fmt == "trackio":
             return fmt, _trackio_runs(path)
+        if fmt == "mlflow":
+            return fmt, _mlflow_db_runs(path)
         if fmt == "text":
             return fmt, []
         return fmt, [Store(fmt, path, path.stem if fmt != "wandb" else _wandb_name(path), [path],
@@ -460,7 +467,40 @@ def _wandb_params(store: Store) -> dict[str, str]:
 
 # -- MLflow
 
+def _mlflow_db_runs(path: Path) -> list[Store]:
+    import sqlite3
+    try:
+        with _sqlite(path) as db:
+            rows = db.execute("SELECT run_uuid, name, start_time FROM runs WHERE lifecycle_stage != 'deleted'").fetchall()
+    except sqlite3.Error as e:
+        raise TriageError(f"{path.name} cannot be read as an MLflow database ({e})", "Pass the mlflow.db file") from None
+    return [Store("mlflow", path, f"{name} ({uuid})" if name else uuid, [path], key=uuid, mtime=(start or 0) / 1000)
+            for uuid, name, start in rows]
+
+
+def _mlflow_db(store: Store, wanted) -> Iterator[Chunk]:
+    """MLflow's SQLite store, read-only through its tables (mlflow-skinny has no SQL store of its own): NaN is kept
+    as 0 with `is_nan` set, +-inf as +-float max."""
+    buf = _Buffer()
+    with _sqlite(store.file) as db:
+        rows = db.execute("SELECT key, step, value, is_nan FROM metrics WHERE run_uuid = ? ORDER BY key, timestamp, step",
+                          (store.key,))
+        for key, step, value, is_nan in rows:
+            if wanted(key):
+                x = math.nan if is_nan else math.copysign(math.inf, value) if abs(value) == _FLOAT_MAX else value
+                buf.add(key, step, x)
+            if buf.full():
+                yield from buf.drain()
+    yield from buf.drain()
+
+
+_FLOAT_MAX = 1.7976931348623157e308
+
+
 def _mlflow(store: Store, wanted) -> Iterator[Chunk]:
+    if store.key is not None:
+        yield from _mlflow_db(store, wanted)
+        return
     hist = _mlflow_lib(store)
     keys = sorted(str(f.relative_to(store.path / "metrics")) for f in store.files if f.is_relative_to(store.path / "metrics"))
     for key in keys:
@@ -497,6 +537,12 @@ def _mlflow_lib(store: Store):
 
 def _mlflow_params(store: Store) -> dict[str, str]:
     out = {}
+    if store.key is not None:  # mlflow.db
+        with _sqlite(store.file) as db:
+            for table, prefix in (("params", ""), ("tags", "tags.")):
+                for k, v in db.execute(f"SELECT key, value FROM {table} WHERE run_uuid = ?", (store.key,)):
+                    out[prefix + k] = v
+        return out
     for sub in ("params", "tags"):
         d = store.path / sub
         for f in store.files:
