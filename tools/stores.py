@@ -112,7 +112,7 @@ def _candidates(top: Path, files: list[Path]) -> dict[Format, list[Store]]:
     out: dict[Format, list[Store]] = {}
 
     def rel(d: Path) -> str:
-        return "." if d == top else str(d.relative_to(top))
+        return d.name if d == top else str(d.relative_to(top))
 
     tb = [f for f in files if _TB.match(f.name)]
     if tb:
@@ -143,8 +143,8 @@ def _candidates(top: Path, files: list[Path]) -> dict[Format, list[Store]]:
     dbs = [(f, _db_format(f)) for f in files if f.suffix in (".db", ".sqlite", ".sqlite3")]
     out["trackio"] = [s for f, fmt in dbs if fmt == "trackio" for s in _trackio_runs(f)]
     out["mlflow"] += [s for f, fmt in dbs if fmt == "mlflow" for s in _mlflow_db_runs(f)]
-    for stores in out.values():
-        for s in stores:
+    for group in out.values():
+        for s in group:
             s.mtime = s.mtime or _mtime(s.files)
     return {k: v for k, v in out.items() if v}
 
@@ -188,8 +188,8 @@ def runs(path: Path) -> tuple[Format, list[Store]]:
         if fmt in found:
             chosen = found[fmt]
             rest = [f"{k} ({len(v)} run(s))" for k, v in found.items() if k != fmt]
-            if rest:
-                chosen[0].notes.append("also found here: " + ", ".join(rest) + "; read as " + fmt)
+            for s in chosen if rest else ():
+                s.notes.append("also found here: " + ", ".join(rest) + "; read as " + fmt)
             return fmt, chosen
     raise TriageError(f"{path.name or path} is a directory with no metrics store in it (TensorBoard event files, a W&B "
                       "run, MLflow's mlruns, Lightning's metrics.csv, trainer_state.json, a Trackio .db)",
