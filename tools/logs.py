@@ -972,9 +972,7 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
     want = {n.lower() for n in names} if names else None
     series: dict[str, _Series] = {}
     notes: list[str] = []
-    store = stores.detect(path, run)
-    if store is None and path.is_dir():
-        raise TriageError(f"{path.name} is a directory", "Pass the log file inside it")
+    store = stores.detect(path, run)  # None: a text log (a directory without a store is refused there)
 
     def wanted(key: str) -> bool:
         return want is None or key.lower() in want
