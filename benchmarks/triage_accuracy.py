@@ -7,7 +7,8 @@ toy: examples/<name>/ (small runs written beside the rules; train.py --steps 60 
 realistic: examples/realistic/<family>/<run>/ (written blind to the rules, framework-shaped logs; `python train.py`
 makes the log). Each run is copied into a fresh workspace, its broken train.py runs to produce a real log
 (a hanging run is cut off by its run_timeout_s, a run "finished long ago" gets an old mtime), then triage gets
-the target factory, the command, the log and the source, as an agent would pass them.
+the target factory, the command, the log and the source, as an agent would pass them (for a run whose
+example.json names a `metrics_store`, the TensorBoard/W&B directory it wrote, rather than its stdout).
 Targets (issue 13, on the realistic TEST split): top-1 >= 90%, top-3 100%, no finding >= 0.5 on a healthy run,
 median triage <= 40 s. Rules are tuned on the dev split only; the test split is reported, never tuned on.
 """
@@ -72,9 +73,12 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy)(item, ws / item.name)
         log = make_log(ws, meta, steps)
+        log_name = "logs/train.log"
+        if meta.get("metrics_store") and (ws / meta["metrics_store"]).is_dir():  # its curves live in a store
+            log, log_name = ws / meta["metrics_store"], meta["metrics_store"]
         command = ["python", "train.py"] + (["--steps", str(steps)] if meta["gallery"] == "toy" else [])
         t = time.monotonic()
-        rep = anyio.run(lambda: run_triage(ws, "train.py:make_target", command, log, "logs/train.log",
+        rep = anyio.run(lambda: run_triage(ws, "train.py:make_target", command, log, log_name,
                                            [ws / "train.py"], sys.executable, budget))
         modes = [f.failure_mode for f in rep.findings]
         print(f"  {run_dir.name}: {meta['failure_mode']} -> {modes[:3]} ({time.monotonic() - t:.0f} s)",

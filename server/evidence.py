@@ -11,6 +11,7 @@ from pydantic import Field
 from server.core import READS, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
+from tools.stores import resolve_log
 from tools.processes import ProcessCheckReport, process_check as _process_check
 from tools.ranks import is_rank_spec, metrics_ranks, rank_files, tail_ranks
 
@@ -31,15 +32,17 @@ def tail_log(
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log or metrics file, or a dir/glob of rank logs")],
+    path: Annotated[str, Field(description="log, metrics file, run directory (TensorBoard, W&B, MLflow, Lightning, "
+                                           "HF Trainer, Trackio) or dir/glob of rank logs")],
     names: Annotated[list[str] | None, Field(description="only these series; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves")] = False,
+    run: Annotated[str | None, Field(description="which run of a store holding several; default the newest")] = None,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
-    """Every metric series of a training log summarised, the loss curve's shape (converged, plateau, diverging,
-    nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
+    """Every metric series of a training log or metrics store summarised, the loss curve's shape (converged,
+    plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
     w = ws()
     ranked = rank_files(w, path) if is_rank_spec(w, path) else None
-    file = None if ranked else w.existing_file(path)
+    file = None if ranked else resolve_log(w, path)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
 
@@ -49,7 +52,7 @@ async def log_metrics(
     try:
         report = await anyio.to_thread.run_sync(
             lambda: metrics_ranks(ranked, names, plot, path, w.root, progress, stop.is_set) if ranked else
-            _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set), abandon_on_cancel=True)
+            _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set, run=run), abandon_on_cancel=True)
     except BaseException:
         stop.set()  # a cancelled call stops its parsing thread at the next chunk
         raise

@@ -11,6 +11,7 @@ from tools.compare import CompareReport, compare_runs as _compare_runs
 from tools.errors import TriageError
 from tools.profiling import ProfileReport, profile_steps as _profile_steps
 from tools.surface import SurfaceReport, loss_surface as _loss_surface, split_function_spec
+from tools.stores import resolve_log
 from tools.sweeps import SweepReport, sweep_analysis as _sweep_analysis
 
 
@@ -34,21 +35,23 @@ def _split_target(spec: str) -> tuple[str, str]:
 
 @tool(title="Compare runs before/after a fix", hints=READS, group="core")
 def compare_runs(
-    before: Annotated[str, Field(description="log before the fix")],
-    after: Annotated[str, Field(description="log after the fix")],
+    before: Annotated[str, Field(description="log or run directory before the fix")],
+    after: Annotated[str, Field(description="log or run directory after the fix")],
     metric: Annotated[str | None, Field(description="series name (loss, val_loss, 'val'); default by failure_mode")] = None,
     plot: Annotated[bool, Field(description="attach a PNG of both curves")] = False,
     failure_mode: Annotated[str | None, Field(description="what the fix was for")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
     """After a fix and a short re-run: did it help? One metric of two logs aligned by step: improved / no_change /
     worse. Pass failure_mode (leakage fixes are judged on validation loss)."""
-    report, png = _compare_runs(ws().existing_file(before), ws().existing_file(after), metric, plot, failure_mode)
+    report, png = _compare_runs(resolve_log(ws(), before), resolve_log(ws(), after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 
 
 @tool(title="Seed-aware sweep analysis", hints=READS, group="experiments")
 def sweep_analysis(
-    path: Annotated[str, Field(description="sweep results: CSV/TSV, JSON lines, a JSON list, or a folder of per-run .json files")],
+    path: Annotated[str, Field(description="sweep results: CSV/TSV, JSON lines, a JSON list, a folder of per-run .json "
+                                           "files, or a directory of runs (W&B, MLflow experiment, TensorBoard logdir, "
+                                           "Trackio .db): one row per run, its config and each series' last value")],
     metric: Annotated[str, Field(description="the outcome column, e.g. 'val_loss' (nested JSON keys as 'summary.val_loss')")],
     param: Annotated[str, Field(description="the swept parameter column, e.g. 'lr'")],
     group: Annotated[str | None, Field(description="column naming the sweep/group; comparisons stay within a group")] = None,

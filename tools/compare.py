@@ -1,7 +1,8 @@
 """Did the fix help? One metric of two logs, aligned by step, with a verdict and the numbers behind it.
 
 Parsing is tools/logs.py's: `log_metrics` gives each run's statistics and curve shape, and
-`metric_points` (below) reuses its line parser for the raw (step, value) points the alignment needs.
+`metric_points` (below) reuses its line parser (or tools/stores.py's reader for a TensorBoard, W&B, MLflow, ...
+run) for the raw (step, value) points the alignment needs.
 """
 
 import math
@@ -13,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools import logfields, logs
+from tools import logfields, logs, stores
 from tools.errors import TriageError
 from tools.failure_modes import FAILURE_MODES
 from tools.report import Evidence, Finding, Num, Report
@@ -32,6 +33,11 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
         if key.lower() == want:
             points.extend((logs._float(s), logs._float(v)) for s, v in zip(steps, vals) if v != "")
 
+    store = stores.detect(path)
+    if store is not None:  # a run directory or a store's file (TensorBoard, W&B, MLflow, ...)
+        for key, steps, vals in stores.read(store, lambda k: k.lower() == want):
+            sink(key, steps, vals)
+        return points
     parser = logs._Parser(lambda k: k.lower() == want, sink)
     try:
         with open(path, "rb") as f:
@@ -52,6 +58,7 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
 class RunSummary(BaseModel):
     model_config = ConfigDict(validate_assignment=True)  # a NaN set later still becomes "nan"
     path: str
+    format: str = Field("text", description="text, tensorboard, wandb, mlflow, lightning_csv, hf_trainer or trackio")
     points: int
     first_step: float | None = None
     last_step: float | None = None
@@ -117,8 +124,9 @@ def _summary(path: Path, pts, better, shape) -> RunSummary:
     vals = [v for _, v in pts]
     fin = [(s, v) for s, v in pts if math.isfinite(v)]
     bad = [s for s, v in pts if not math.isfinite(v)]
-    s = RunSummary(path=path.name, points=len(pts), nonfinite=len(bad), shape=shape,
-                   first_nonfinite_step=bad[0] if bad else None)
+    store = stores.detect(path)
+    s = RunSummary(path=path.name, format=store.format if store else "text", points=len(pts), nonfinite=len(bad),
+                   shape=shape, first_nonfinite_step=bad[0] if bad else None)
     if pts:
         s.first_step, s.last_step, s.first, s.final = pts[0][0], pts[-1][0], vals[0], vals[-1]
     if fin:
@@ -208,7 +216,7 @@ def compare_runs(before: Path, after: Path, metric: str | None = None, plot: boo
     held_out = failure_mode in HELD_OUT_MODES
     metric = metric.strip() if metric else ("val" if held_out else "loss")
     if before.resolve() == after.resolve():
-        raise TriageError("before and after are the same file", "Pass the log of the run before the fix and the one after it")
+        raise TriageError("before and after are the same file", "Pass the log (or run directory) of the run before the fix and the one after it")
     names, pts = {}, {}
     for role, path in (("before", before), ("after", after)):
         names[role], pts[role] = _resolve(path, role, metric)

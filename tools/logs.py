@@ -19,7 +19,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from tools import lr_schedule, logfields
+from tools import lr_schedule, logfields, stores
 from tools.errors import TriageError
 from tools.logscan import ANSI as _ANSI, FloatCache, ScanPool, as_str, clean, compile_spec, floats, scan
 from tools.logscan import to_float as _float
@@ -939,6 +939,11 @@ class LogMetricsReport(Report):
     val_series: str | None = None
     shape: Shape | None = Field(None, description="classified shape of the training loss curve")
     not_found: list[str] = Field(default_factory=list, description="requested names no line carried")
+    format: str = Field("text", description="where the series came from: text (a log, JSON lines, CSV), tensorboard, "
+                                            "wandb, mlflow, lightning_csv, hf_trainer or trackio")
+    run: str | None = Field(None, description="the run read inside a store (others are listed in notes)")
+    params: dict[str, str] = Field(default_factory=dict, description="the run's config as the store keeps it (W&B "
+                                                                     "config, MLflow params, hparams.yaml), first 30")
     notes: list[str] = Field(default_factory=list)
     ranks: RanksReport | None = Field(None, description="given a directory or glob of rank logs: per-rank last step, "
                                                         "loss and step times, odd and straggler ranks")
@@ -952,7 +957,8 @@ class LogMetricsReport(Report):
         if not self.series:
             return f"{self.path}: no metric series found"
         s = next((x for x in self.series if x.name == self.loss_series), self.series[0])
-        return (f"{self.path}: {len(self.series)} series; {s.name} {s.first} -> {s.last} "
+        where = self.path if self.format == "text" else f"{self.path} ({self.format} run {self.run})"
+        return (f"{where}: {len(self.series)} series; {s.name} {s.first} -> {s.last} "
                 f"(min {s.min}, {s.nonfinite} non-finite) over {s.count} points; shape: {self.shape}")
 
 
@@ -971,12 +977,14 @@ _POOL_SLOT = threading.Semaphore(1)  # one parallel parse at a time; concurrent 
 
 def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
                 progress: Callable[[int, int], None] | None = None,
-                cancelled: Callable[[], bool] | None = None) -> LogMetricsReport:
-    """Parse every metric series in a log (streaming, bounded memory, a big log on every core) and classify
-    the loss curve."""
+                cancelled: Callable[[], bool] | None = None, run: str | None = None) -> LogMetricsReport:
+    """Parse every metric series in a log (streaming, bounded memory, a big log on every core) or a metrics store
+    (a run directory or file of TensorBoard, W&B, MLflow, Lightning, HF Trainer, Trackio: tools/stores.py) and
+    classify the loss curve."""
     want = {n.lower() for n in names} if names else None
     series: dict[str, _Series] = {}
     notes: list[str] = []
+    store = stores.detect(path, run)  # None: a text log (a directory without a store is refused there)
 
     def wanted(key: str) -> bool:
         return want is None or key.lower() in want
@@ -992,6 +1000,8 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
         else:
             s.add(steps, vals)
 
+    if store is not None:
+        return _store_metrics(store, series, want, names, notes, plot, sink, wanted, cancelled)
     parser = _Parser(wanted, sink)
     try:
         f = open(path, "rb")
@@ -1018,17 +1028,41 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
             parser.finish()
         except OSError as e:
             raise _open_error(path, e) from e
-    report = _summarise(path, done, series, want, names, parser, notes)
+    step_source = max(parser.step_keys, key=parser.step_keys.get) if parser.step_keys else "line order"
+    report = _summarise(path, done, series, want, names, step_source, parser.config_values(), notes)
     if plot and report.series:
-        from tools.plot import metric_curves_png
-        chosen = [s for s in series.values() if want is None or s.name.lower() in want]
-        loss = series.get(report.loss_series) if report.loss_series else None
-        val = series.get(report.val_series) if report.val_series else None
-        lr = next((s for s in series.values() if _is_lr(s.name)), None)
-        report._png = metric_curves_png(
-            [(s.name, *s.curve()) for s in ([loss, val] if loss else chosen[:4]) if s],
-            (lr.name, *lr.curve()) if lr else None, title=Path(path).name)
+        _plot(report, series, want, Path(path).name)
     return report
+
+
+def _store_metrics(store: "stores.Store", series: dict, want, names, notes: list[str], plot: bool, sink, wanted,
+                   cancelled) -> LogMetricsReport:
+    """log_metrics over a store's series: the same statistics, shapes and findings as for a text log."""
+    def tick() -> None:
+        if cancelled and cancelled():
+            raise TriageError("log_metrics was cancelled", "")
+
+    for key, steps, vals in stores.read(store, wanted, tick):
+        sink(key, steps, vals)
+    config = stores.params(store)
+    done = sum(os.stat(f).st_size for f in store.files)
+    report = _summarise(store.path, done, series, want, names, "step", config, [*store.notes, *notes])
+    report.format, report.run = store.format, store.run
+    report.params = dict(list(config.items())[:30])
+    if plot and report.series:
+        _plot(report, series, want, f"{store.path.name} ({store.format})")
+    return report
+
+
+def _plot(report: LogMetricsReport, series: dict, want, title: str) -> None:
+    from tools.plot import metric_curves_png
+    chosen = [s for s in series.values() if want is None or s.name.lower() in want]
+    loss = series.get(report.loss_series) if report.loss_series else None
+    val = series.get(report.val_series) if report.val_series else None
+    lr = next((s for s in series.values() if _is_lr(s.name)), None)
+    report._png = metric_curves_png(
+        [(s.name, *s.curve()) for s in ([loss, val] if loss else chosen[:4]) if s],
+        (lr.name, *lr.curve()) if lr else None, title=title)
 
 
 _MAX_JSON_DOC = 256 << 20
@@ -1229,7 +1263,7 @@ def _pick_loss(series: dict[str, _Series]) -> tuple[_Series | None, _Series | No
 _KIND_ORDER = ("loss", "lr", "grad_norm", "metric", "memory", "throughput")
 
 
-def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsReport:
+def _summarise(path, done, series, want, names, step_source: str, config: dict[str, str], notes) -> LogMetricsReport:
     loss, val = _pick_loss({k: v for k, v in series.items() if want is None or k.lower() in want})
     chosen = [s for s in series.values() if want is None or s.name.lower() in want]
     # what a diagnosis reads first: the losses, the LR, the gradient norm; speed and memory last
@@ -1243,7 +1277,6 @@ def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsRepo
             nonfinite=s.nonfinite, first_nonfinite_step=_step_out(s.first_nonfinite_step),
             first_step=_step_out(s.first_step), last_step=_step_out(s.last_step),
             smoothed_last=_sig(s.ema()), trend=_trend(s.curve()[1])))
-    step_source = max(parser.step_keys, key=parser.step_keys.get) if parser.step_keys else "line order"
     found = {s.name.lower() for s in stats}
     not_found = [n for n in names or [] if n.lower() not in found]
     if not_found:
@@ -1260,7 +1293,7 @@ def _summarise(path, done, series, want, names, parser, notes) -> LogMetricsRepo
         nan_step = _float(loss.first_nonfinite_step) if loss is not None and loss.nonfinite else None
         report.findings += lr_schedule.schedule_findings(
             _curve(lr), _curve(loss) if loss else None, nan_step if nan_step == nan_step else None, report.shape,
-            lr_schedule.Config.from_log(parser.config_values(), step_source))
+            lr_schedule.Config.from_log(config, step_source))
     return report
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools import stores
 from tools.errors import TriageError
 from tools.report import Evidence, Finding, Num, Report
 
@@ -66,6 +67,8 @@ class GroupStats(BaseModel):
 class SweepReport(Report):
     model_config = ConfigDict(validate_assignment=True)  # a NaN set later still becomes "nan"
     path: str
+    format: str = Field("table", description="table (CSV, JSON lines, per-run JSON files) or the metrics store whose "
+                                             "runs became the rows: tensorboard, wandb, mlflow, trackio, ...")
     metric: str
     param: str
     group_column: str | None
@@ -119,6 +122,25 @@ def _flatten(obj: dict, prefix: str = "") -> dict:
         else:
             out[key] = v
     return out
+
+
+def store_runs(path: Path) -> tuple[str, list[dict]] | None:
+    """One row per run of a metrics store (a W&B directory of runs, an MLflow experiment, a TensorBoard logdir of
+    runs, a Trackio project): the run's config and the last value of each of its series; None when `path` is no
+    store."""
+    try:
+        fmt, found = stores.runs(path)
+    except TriageError:
+        return None  # a directory without a store: per-run JSON files
+    if fmt == "text" or not found:
+        return None
+    rows = []
+    for run in found[:MAX_ROWS]:
+        row: dict = {"run": run.run, **stores.last_values(run)}
+        row.update(stores.params(run))  # the swept value is the config's (an `lr` series would be the schedule's last)
+        row["run"] = run.run
+        rows.append(row)
+    return fmt, rows
 
 
 def read_runs(path: Path) -> list[dict]:
@@ -234,7 +256,8 @@ def _quantile(xs: list[float], q: float) -> float:
 
 def sweep_analysis(path: Path, metric: str, param: str, group: str | None = None, seed: str = "seed") -> SweepReport:
     """Per-value t-statistics of within-(group, seed) z-scores, trend, and the warnings that qualify them."""
-    rows = read_runs(path)
+    got = store_runs(path)
+    fmt, rows = got if got is not None else ("table", read_runs(path))
     if not rows:
         raise TriageError(f"{path.name} holds no runs", "Point at the sweep's results table")
     metric_c = _column(rows, metric, "metric")
@@ -353,7 +376,7 @@ def sweep_analysis(path: Path, metric: str, param: str, group: str | None = None
         trend = _trend(trend_pts, cells, g, seeds, numeric) if numeric and len(values) >= 3 else None
         groups_out.append(GroupStats(group=g, seeds=seeds, values=stats, trend=trend))
 
-    return SweepReport(path=str(path), metric=metric_c, param=param_c, group_column=group_c, seed_column=seed_c,
+    return SweepReport(path=str(path), format=fmt, metric=metric_c, param=param_c, group_column=group_c, seed_column=seed_c,
                        n_runs=len(rows), groups=groups_out, confounders=confounders,
                        warnings=list(dict.fromkeys(warnings)), findings=findings)
 

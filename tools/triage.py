@@ -562,7 +562,7 @@ async def run_triage(
     user's own script, run for a bounded number of steps under the instruments, shows what lives only in
     the loop (step order, schedules, a crash on the second batch).
     """
-    from tools import loop_checks, probes
+    from tools import loop_checks, probes, stores
     from tools.logs import log_metrics, tail_log
     from tools.static_scan import static_scan
 
@@ -640,7 +640,11 @@ async def run_triage(
         steps.append(("log_metrics", keep("log_metrics", lambda t, p: in_thread(
             metrics_ranks, log_file, None, False, log_name or "", workspace_root)), 60.0))
     elif log_file is not None:
-        steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(tail_log, log_file, 80)), 30.0))
+        # a store's run (TensorBoard, W&B, ...) has no text log to tail, unless it captured the console (W&B)
+        store = stores.detect(log_file)
+        console = log_file if store is None else store.console_log
+        if console is not None:
+            steps.append(("tail_log", keep("tail_log", lambda t, p: in_thread(tail_log, console, 80)), 30.0))
         steps.append(("log_metrics", keep("log_metrics", lambda t, p: in_thread(log_metrics, log_file)), 60.0))
     if target:
         steps += [
