@@ -8,10 +8,11 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import READS, progress_reporter, reply, tool, ws
+from server.core import READS, Python, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
-from tools.processes import ProcessCheckReport, process_check as _process_check
+from tools.processes import ProcessCheckReport, process_check as _process_check, read_flight_recorder
+from tools.slurm import slurm_check as _slurm_check
 
 
 @tool(title="Tail a training log", hints=READS, group="core")
@@ -60,12 +61,25 @@ def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
 
 
 @tool(title="Check training processes", hints=READS, group="core")
-def process_check(
+async def process_check(
     pid: Annotated[int | None, Field(ge=1, description="one process id; default: find the training processes")] = None,
     pattern: Annotated[str | None, Field(description="regex over the command line (default: python/torchrun/... running a train script)")] = None,
-    stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted")] = False,
+    stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy dump) when permitted; for a "
+                                             "distributed job, compare every rank's stack and name the odd rank")] = False,
+    job: Annotated[str | None, Field(description="a Slurm job id: collect every node's processes and stacks with "
+                                                 "srun --overlap (one step per node)")] = None,
+    python: Python = None,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
     """Is the training process running, possibly_hung, zombie, stopped or gone? Per process: status, CPU %, RSS, loader
     workers, open logs and their staleness, a verdict. For possibly_hung ask again with stack=True before restarting
-    anything."""
-    return reply(_process_check(pid=pid, pattern=pattern, stack=stack))
+    anything: for a torchrun/Slurm job every rank's stack is compared and the odd rank of a hang is named (waiting in
+    another collective, at another line, or in none), and flight-recorder dumps, when the job has them, are read with
+    torch's analyser (the mismatched collective's sequence number, op, sizes, ranks). job=<Slurm id> does the same
+    on every node of the job."""
+    if job is not None:
+        report = await anyio.to_thread.run_sync(lambda: _slurm_check(job, stack=stack))
+    else:
+        report = await anyio.to_thread.run_sync(lambda: _process_check(pid=pid, pattern=pattern, stack=stack))
+    if stack:
+        report = await read_flight_recorder(report, ws().read_path, ws().root, python)
+    return reply(report)

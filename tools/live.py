@@ -120,6 +120,7 @@ class Frame(BaseModel):
     line: int | None = None
     func: str
     code: str = ""
+    locals: dict[str, str] | None = Field(None, description="py-spy --locals: each local's repr (hang analysis)")
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line} in {self.func}" + (f" ({self.code})" if self.code else "")
@@ -550,23 +551,33 @@ def ask(sock: Path, request: dict, timeout: float = ASK_TIMEOUT_S) -> dict:
     return reply
 
 
-def py_spy_stacks(pid: int, rank: int | None = None) -> list[ThreadStack]:
+def py_spy_exe() -> str | None:
+    here = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(here) if here.exists() else None)
+
+
+def py_spy_stacks(pid: int, rank: int | None = None, with_locals: bool = False, timeout: float = 3.0) -> list[ThreadStack]:
     """`py-spy dump` of a process we cannot ask (not launched by us, or not answering)."""
-    exe = shutil.which("py-spy") or (str(Path(sys.executable).parent / "py-spy")
-                                     if (Path(sys.executable).parent / "py-spy").exists() else None)
+    exe = py_spy_exe()
     if exe is None:
         raise ChannelError("py-spy is not installed (pip install py-spy) and the process cannot be asked directly")
+    cmd = [exe, "dump", "--pid", str(pid), "--json", "--nonblocking"] + (["--locals"] if with_locals else [])
     try:
-        out = subprocess.run([exe, "dump", "--pid", str(pid), "--json", "--nonblocking"], capture_output=True,
-                             text=True, timeout=3)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ChannelError("py-spy dump did not finish within 3 s")
+        raise ChannelError(f"py-spy dump did not finish within {timeout:.0f} s")
     if out.returncode != 0:
         raise ChannelError(f"py-spy dump failed: {(out.stderr or out.stdout).strip()[-400:]} "
                            "(attaching needs ptrace permission: same user, and kernel.yama.ptrace_scope 0, or root)")
+    return parse_py_spy(json.loads(out.stdout or "[]"), pid, rank)
+
+
+def parse_py_spy(threads: list[dict], pid: int | None, rank: int | None = None) -> list[ThreadStack]:
+    """py-spy's `dump --json` (optionally with --locals) as our thread stacks, main thread marked."""
     stacks = []
-    for t in json.loads(out.stdout or "[]"):
-        frames = [Frame(file=f.get("filename", "?"), line=f.get("line"), func=f.get("name", "?"))
+    for t in threads:
+        frames = [Frame(file=f.get("filename", "?"), line=f.get("line"), func=f.get("name", "?"),
+                        locals={v["name"]: str(v.get("repr"))[:80] for v in f.get("locals") or [] if "name" in v} or None)
                   for f in t.get("frames", [])]
         name = t.get("thread_name") or f"thread {t.get('thread_id')}"
         stacks.append(ThreadStack(rank=rank, pid=pid, thread=name, main=name == "MainThread",
