@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from pydantic import BaseModel, Field
 from tools.errors import TriageError
 from tools.probe_runner import choose_python
 from tools.report import Evidence, Finding, Num, Report, is_finite, mark_nonfinite
+from tools.stragglers import RankTiming, rank_timings, straggler_finding
 from tools.workspace import Workspace
 
 LIVE_DIR = Path(__file__).resolve().parent / "probe" / "live"
@@ -193,6 +195,7 @@ class RankState(BaseModel):
     where: str | None = Field(None, description="innermost frame of the main thread")
     user_frame: str | None = Field(None, description="innermost frame of the main thread in the user's code")
     inside_torch: bool | None = Field(None, description="main thread is inside torch (waiting on a collective, backward)")
+    collectives: int | None = Field(None, description="torch.distributed collectives this rank called from Python")
     verdict: str = ""
 
 
@@ -208,6 +211,8 @@ class LiveStatus(Report):
     global_grad_norm: Num = None
     params_without_grad: list[str] = Field(default_factory=list)
     ranks: list[RankState] = Field(default_factory=list)
+    rank_timing: list[RankTiming] = Field(default_factory=list, description="per rank: step, busy, data-wait and "
+                                          "compute time (medians), memory; the straggler has the largest busy time")
     unavailable: dict[str, str] = Field(default_factory=dict, description="what could not be read, and why")
 
     def headline(self) -> str:
@@ -240,6 +245,8 @@ class LiveStatus(Report):
                 f"{g.module}={g.grad_norm if isinstance(g.grad_norm, str) else f'{g.grad_norm:.3g}'}"
                 for g in self.grads[:12]))
         lines += [f"rank {r.rank}: {r.verdict}" for r in self.ranks]
+        lines += [f"rank {t.rank}: busy {t.busy_ms:.1f} ms/step ({t.ratio_to_median}x median), data {t.data_ms:.1f} ms, "
+                  f"compute {t.compute_ms:.1f} ms, step {t.step_ms:.1f} ms, rss {t.rss_mib} MiB" for t in self.rank_timing]
         lines += [f"{k}: unavailable - {v}" for k, v in self.unavailable.items()]
         return "\n".join(lines)
 
@@ -773,7 +780,7 @@ def rank_states(progress: dict[int, dict | str], stacks: dict[int, ThreadStack |
         inner, user = blocking_frames(main) if main else (None, None)
         states.append(RankState(rank=rank, pid=p.get("pid"), answering=True, step=p.get("step"),
                                 since_last_step_s=p.get("since_last_step_s"), where=str(inner) if inner else None,
-                                user_frame=str(user) if user else None,
+                                user_frame=str(user) if user else None, collectives=p.get("collectives"),
                                 inside_torch=_inside_torch(main.frames) if main else None))
     answering = [s for s in states if s.answering and s.step is not None]
     culprits: list[RankState] = []
@@ -790,9 +797,14 @@ def rank_states(progress: dict[int, dict | str], stacks: dict[int, ThreadStack |
             why = f"behind: step {min(s.step for s in behind)} while others are at {top}"
         elif len(stalled) == len(answering) and len(answering) > 1:
             in_user = [s for s in stalled if s.inside_torch is False]
+            counts = Counter(s.collectives for s in stalled if s.collectives is not None)
             if in_user and len(in_user) < len(stalled):
                 culprits += in_user
                 why = "stalled in its own code while the other ranks wait inside torch (a collective)"
+            elif len(counts) == 2 and min(counts.values()) < max(counts.values()):
+                odd, usual = sorted(counts, key=counts.get)
+                culprits += [s for s in stalled if s.collectives == odd]
+                why = f"it called {odd} collectives while the others called {usual}: a collective skipped or added"
     for s in states:
         if not s.answering:
             continue
@@ -931,8 +943,13 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
         report.ranks, f = rank_states(prog, mains)
         if len(socks) < 2:
             report.unavailable["ranks"] = "a single process: ranks matter under torchrun"
-        elif f:
-            report.findings.append(f)
+        else:
+            if f:
+                report.findings.append(f)
+            report.rank_timing = rank_timings({r: p for r, p in prog.items() if isinstance(p, dict)})
+            slow = straggler_finding(report.rank_timing)
+            if slow and not f:
+                report.findings.append(slow)
     if "memory" in what:
         for rank in socks:
             r = await ask_rank(rank, {"cmd": "memory"}, 2.0)

@@ -304,11 +304,18 @@ def rank_jobs(candidates: list[psutil.Process]) -> dict[str, dict]:
         job = jobs.setdefault(key, {"world": world, "ranks": {}, "envs": {}, "python": None})
         if rank not in job["ranks"]:
             job["ranks"][rank], job["envs"][rank] = pid, _env(seen[pid])
-            try:
-                job["python"] = job["python"] or seen[pid].exe()
-            except psutil.Error:
-                pass
+            job["python"] = job["python"] or _interpreter(seen[pid])
     return jobs
+
+
+def _interpreter(p: psutil.Process) -> str | None:
+    """The python a rank runs, as it was started: a venv's bin/python (exe() would resolve the venv's symlink
+    to the base interpreter, which lacks the venv's torch)."""
+    try:
+        argv0 = p.cmdline()[0]
+        return argv0 if os.path.isabs(argv0) and os.access(argv0, os.X_OK) else p.exe()
+    except (psutil.Error, IndexError):
+        return None
 
 
 async def read_flight_recorder(report: ProcessCheckReport, confine, workspace_root: Path,

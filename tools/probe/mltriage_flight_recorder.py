@@ -42,11 +42,6 @@ def _frames(entry_frames) -> list[str]:
 
 
 def run(job):
-    try:
-        from torch.distributed.flight_recorder.components.builder import build_db
-        from torch.distributed.flight_recorder.components.config_manager import JobConfig
-    except ImportError as e:
-        return {"available": False, "why": f"this torch has no flight recorder analyser ({e}); torch >= 2.5 has it"}
     details, version, last = {}, "", {}
     for rank, path in sorted(job.args["files"].items(), key=lambda kv: int(kv[0])):
         dump = _load(path)
@@ -60,6 +55,11 @@ def run(job):
                            "last_op": e.get("profiling_name"), "last_seq": e.get("collective_seq_id"),
                            "last_state": e.get("state"), "last_sizes": e.get("input_sizes"),
                            "last_frames": _frames(e.get("frames"))}
+    try:  # after the dumps are read: a refused file costs no torch import
+        from torch.distributed.flight_recorder.components.builder import build_db
+        from torch.distributed.flight_recorder.components.config_manager import JobConfig
+    except ImportError as e:
+        return {"available": False, "why": f"this torch has no flight recorder analyser ({e}); torch >= 2.5 has it"}
     args = JobConfig().parse_args(["unused", "--allow-incomplete-ranks"])
     db = build_db(details, args, version)
     mismatches = []
