@@ -875,10 +875,37 @@ def _pid_status(root: Path, pid: int, what: list[str]) -> LiveStatus:
     return report
 
 
+def _job_status(job: str, what: list[str]) -> LiveStatus:
+    """A Slurm job we did not launch: every rank's stack from every node (srun --overlap), the odd rank named."""
+    from tools.slurm import slurm_check  # it builds on this module
+    rep = slurm_check(job, stack="stack" in what or "ranks" in what)
+    info = RunInfo(id=f"job:{job}", name=f"slurm job {job}", status="running" if rep.processes else "lost",
+                   command=[], log_path="", created="", age_s=0.0, ranks=len(rep.processes))
+    report = LiveStatus(run=info, findings=rep.findings)
+    for rs in rep._rank_stacks:
+        if rs.frames:
+            report.stacks.append(ThreadStack(rank=rs.rank, pid=rs.pid, thread=f"MainThread on {rs.host}", main=True,
+                                             frames=rs.frames, source="py-spy via srun --overlap"))
+        else:
+            report.unavailable[f"stack rank {rs.rank}"] = rs.error or "no stack"
+    for j in rep.jobs:
+        for g in j.groups:
+            report.ranks += [RankState(rank=r, answering=True, where=g.frames[0] if g.frames else None,
+                                       user_frame=g.where, verdict=(
+                                           f"ODD ONE: {j.odd.kind}" if j.odd and r == j.odd.rank else
+                                           f"in {g.collective or 'no collective'}")) for r in g.ranks]
+    report.unavailable |= {w: "a Slurm job not launched with run_training: stack and ranks only (srun --overlap)"
+                           for w in what if w not in ("stack", "ranks")}
+    report.unavailable |= {f"note {i}": n for i, n in enumerate(rep.notes)}
+    return report
+
+
 async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: float = 20.0,
                  on_progress: ProgressFn | None = None) -> LiveStatus:
     """Ask a live run what the agent wants to know; every part answers or says why not, quickly."""
     what = list(dict.fromkeys(what or ["progress"]))
+    if run.startswith("job:"):
+        return await anyio.to_thread.run_sync(_job_status, run[4:], what)
     pid = _target_pid(root, run)
     if pid is not None:
         return await anyio.to_thread.run_sync(_pid_status, root, pid, what)

@@ -70,10 +70,11 @@ class ProcessCheckReport(Report):
                                                   "flight recorder on: torch's analysis of the dumps")
     notes: list[str] = Field(default_factory=list)
     _fr_jobs: dict = PrivateAttr(default_factory=dict)  # job -> {"envs": {rank: env}, "python": exe}
+    _rank_stacks: list = PrivateAttr(default_factory=list)  # the RankStacks behind `jobs`
 
     def headline(self) -> str:
         if not self.processes:
-            return f"no process matches {self.pattern!r}"
+            return "\n".join([f"no process matches {self.pattern!r}", *self.notes])
         lines = [f"pid {p.pid}{' on ' + p.host if p.host else ''} {p.verdict}: {p.why} | {p.cmdline[:120]}"
                  for p in self.processes]
         for j in self.jobs:

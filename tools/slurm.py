@@ -50,7 +50,13 @@ def job_state(job: str, run: Run = _run) -> dict:
         jid, state, code, nodes, elapsed = (row.split("|") + [""] * 5)[:5]
         return {"job": jid, "state": state.split()[0], "exit_code": code, "nodes": nodes, "nnodes": 0,
                 "elapsed": elapsed}
-    why = (r.stderr or r2.stderr or "").strip()[-300:]
+    r3 = run(["scontrol", "-o", "show", "job", job], 15)  # clusters without accounting keep ended jobs a few minutes
+    fields = dict(re.findall(r"(\w+)=(\S*)", r3.stdout)) if r3.returncode == 0 else {}
+    if fields.get("JobState"):
+        return {"job": fields.get("JobId", job), "state": fields["JobState"], "exit_code": fields.get("ExitCode"),
+                "nodes": fields.get("NodeList", ""), "nnodes": int(fields.get("NumNodes", "0").split("-")[0] or 0),
+                "elapsed": fields.get("RunTime", "")}
+    why = (r.stderr or r2.stderr or r3.stderr or "").strip()[-300:]
     raise TriageError(f"Slurm knows no job {job}" + (f" ({why})" if why else ""),
                       "Check the id with `squeue --me` (running) or `sacct -X` (finished)")
 
@@ -116,6 +122,7 @@ def slurm_check(job: str, stack: bool = False, python: str | None = None, run: R
                 rs = RankStack(rank=t["rank"], pid=t["pid"], host=node.get("host"), frames=main.frames if main else [],
                                error=t.get("stack_error") or (None if main else "no stack"))
                 steps.setdefault(env.get("SLURM_STEP_ID", "?"), []).append(rs)
+                report._rank_stacks.append(rs)
                 pi.stack = "\n".join(f"  {f}" for f in rs.frames[:40]) or None
                 pi.stack_note = rs.error
             report.processes.append(pi)
