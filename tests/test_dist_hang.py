@@ -2,10 +2,10 @@
 rank's stack and from torch's flight recorder, over a real MCP client on stdio; a rank with slow data loading (3 ranks) is
 named live with its ratio to the median. Every test kills what it started."""
 
+import json
 import os
 import pickle
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -38,18 +38,15 @@ def _torchrun(script: Path, nproc: int = 4) -> list[str]:
             "--master-port", str(_free_port()), str(script)]
 
 
-def _kill_job(proc: subprocess.Popen) -> None:
-    """The launcher and its workers (torchrun puts each worker in a session of its own)."""
-    try:
-        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.Error:
-        family = []
+def _kill_runs(workspace: Path) -> None:
+    """Whatever a run of this workspace left (torchrun puts each worker in a session of its own)."""
+    family = [q for d in (workspace / ".mltriage" / "runs").glob("*/state.json")
+              for q in live.session_processes(json.loads(d.read_text()))]
     for p in family:
         try:
             p.kill()
         except psutil.Error:
             pass
-    proc.wait(timeout=10)
     psutil.wait_procs(family, timeout=10)
 
 
@@ -59,28 +56,36 @@ def _spy() -> None:
 
 
 def test_rank_that_skips_an_all_reduce_is_named_from_stacks_and_flight_recorder(workspace):
+    """One job under run_training: process_check compares the ranks' py-spy stacks and reads the dumps the job
+    wrote to TORCH_FR_DUMP_TEMP_FILE; live_status(ranks) has every rank dump its flight recorder through the
+    instrument's control socket (gloo never writes one by itself) and reads those."""
     _spy()
     prefix = workspace / "fr" / "trace_rank_"
     prefix.parent.mkdir()
-    env = {**os.environ, "TORCH_FR_BUFFER_SIZE": "200", "TORCH_FR_DUMP_TEMP_FILE": str(prefix),
-           "DUMP_FR_AFTER_S": "1", "OMP_NUM_THREADS": "1"}
-    job = subprocess.Popen(_torchrun(FIX / "skip_all_reduce.py"), cwd=workspace, env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not all(Path(f"{prefix}{r}").exists() for r in range(4)):
-            assert job.poll() is None and time.monotonic() < deadline, "the job ended or never dumped"
-            time.sleep(0.2)
+    env = {"TORCH_FR_BUFFER_SIZE": "200", "TORCH_FR_DUMP_TEMP_FILE": str(prefix), "DUMP_FR_AFTER_S": "1",
+           "OMP_NUM_THREADS": "1"}
 
-        async def body():
-            async with stdio_client(workspace) as c:
-                r = await c.call_tool("process_check", {"pid": job.pid, "stack": True})
+    async def body():
+        async with stdio_client(workspace, env=env) as c:
+            r = await c.call_tool("run_training", {"command": _torchrun(FIX / "skip_all_reduce.py"), "log_path": "j.log"})
+            rid, leader = r.structured_content["run"]["id"], r.structured_content["run"]["pid"]
+            try:
+                deadline = time.monotonic() + 90
+                while not all(Path(f"{prefix}{r}").exists() for r in range(4)):
+                    assert time.monotonic() < deadline, (workspace / "j.log").read_text()[-3000:]
+                    await anyio.sleep(0.3)
+                r = await c.call_tool("process_check", {"pid": leader, "stack": True})
                 assert not r.is_error, r
-                return r.structured_content
+                s = await c.call_tool("live_status", {"run": rid, "what": ["ranks"]})
+                assert not s.is_error, s
+                return r.structured_content, s.structured_content
+            finally:
+                await c.call_tool("live_action", {"run": rid, "action": "stop", "wait_s": 1})
 
-        rep = run(body)
+    try:
+        rep, status = run(body)
     finally:
-        _kill_job(job)
+        _kill_runs(workspace)
     barrier = f"skip_all_reduce.py:{_line_of('skip_all_reduce.py', 'dist.barrier()')}"
     all_reduce = f"skip_all_reduce.py:{_line_of('skip_all_reduce.py', 'dist.all_reduce(grad)')}"
     [h] = rep["jobs"]
@@ -100,6 +105,9 @@ def test_rank_that_skips_an_all_reduce_is_named_from_stacks_and_flight_recorder(
     fr_finding = next(f for f in rep["findings"] if f["summary"].startswith("flight recorder"))
     assert "#3" in fr_finding["summary"] and fr_finding["location"].endswith(barrier)
     assert odd["pid"] in {c["pid"] for c in rep["processes"][0]["children"]}  # a worker of the launcher we passed
+    live_fr = status["flight_recorder"]  # dumped through the control sockets, read by the same analyser
+    assert live_fr["files"]["3"].endswith("/fr/rank_3") and live_fr["mismatches"][0]["odd_ranks"] == [3], live_fr
+    assert status["findings"][0]["summary"].startswith("flight recorder: collective #3")
 
 
 def test_flight_recorder_dump_that_would_run_code_is_refused(workspace):
@@ -166,12 +174,7 @@ def test_straggler_with_injected_sleep_is_named_with_its_ratio(workspace):
     try:
         s = run(body)
     finally:
-        for p in [q for d in (workspace / ".mltriage" / "runs").glob("*/state.json")
-                  for q in live.session_processes(__import__("json").loads(d.read_text()))]:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        _kill_runs(workspace)
     f = next(f for f in s["findings"] if f["failure_mode"] == "slow_throughput")
     assert f["location"] == "rank 2" and "waiting for data" in f["summary"], f
     timing = {t["rank"]: t for t in s["rank_timing"]}

@@ -87,11 +87,12 @@ def _minority(groups: dict[str, list[int]]) -> list[int]:
 
 def shape(raw: dict) -> FlightRecorder:
     """The probe's answer as our report: mismatches with the odd ranks named, and who is behind."""
+    from tools.live import LIBRARY_PATH  # tools.live imports this module
     fr = FlightRecorder(enabled=True, analysed=bool(raw.get("available")), why_not=raw.get("why"),
                         matched=raw.get("matched"))
     for rank, last in sorted(raw.get("last", {}).items(), key=lambda kv: int(kv[0])):
         status = next(iter((last.get("pg_status") or {}).values()), {}) or {}
-        user = next((f for f in last.get("last_frames", []) if "/torch/" not in f), None)
+        user = next((f for f in last.get("last_frames", []) if not LIBRARY_PATH.search(f.split(":")[0])), None)
         fr.last.append(RankLastCollective(rank=int(rank), entries=last.get("entries", 0), last_op=last.get("last_op"),
                                           last_seq=last.get("last_seq"), last_state=last.get("last_state"),
                                           last_sizes=last.get("last_sizes"), where=user,

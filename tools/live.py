@@ -32,6 +32,8 @@ from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import choose_python
+from tools import flight_recorder
+from tools.flight_recorder import FlightRecorder
 from tools.report import Evidence, Finding, Num, Report, is_finite, mark_nonfinite
 from tools.stragglers import RankTiming, rank_timings, straggler_finding
 from tools.workspace import Workspace
@@ -213,6 +215,8 @@ class LiveStatus(Report):
     ranks: list[RankState] = Field(default_factory=list)
     rank_timing: list[RankTiming] = Field(default_factory=list, description="per rank: step, busy, data-wait and "
                                           "compute time (medians), memory; the straggler has the largest busy time")
+    flight_recorder: FlightRecorder | None = Field(None, description="ranks: torch's analysis of every rank's "
+                                                   "collective flight recorder, when TORCH_FR_BUFFER_SIZE is set")
     unavailable: dict[str, str] = Field(default_factory=dict, description="what could not be read, and why")
 
     def headline(self) -> str:
@@ -247,6 +251,11 @@ class LiveStatus(Report):
         lines += [f"rank {r.rank}: {r.verdict}" for r in self.ranks]
         lines += [f"rank {t.rank}: busy {t.busy_ms:.1f} ms/step ({t.ratio_to_median}x median), data {t.data_ms:.1f} ms, "
                   f"compute {t.compute_ms:.1f} ms, step {t.step_ms:.1f} ms, rss {t.rss_mib} MiB" for t in self.rank_timing]
+        if self.flight_recorder is not None:
+            fr = self.flight_recorder
+            lines += [f"flight recorder: collective #{m.seq} {m.op} {m.input_sizes} on ranks {m.ranks}; "
+                      + "; ".join(f"{k} on ranks {v}" for k, v in m.other.items()) for m in fr.mismatches[:1]]
+            lines += [f"flight recorder: {fr.why_not}"] if fr.why_not else []
         lines += [f"{k}: unavailable - {v}" for k, v in self.unavailable.items()]
         return "\n".join(lines)
 
@@ -977,6 +986,7 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
             slow = straggler_finding(report.rank_timing)
             if slow and not f:
                 report.findings.append(slow)
+            await _flight_recorder(report, root, socks, ask_rank)
     if "memory" in what:
         for rank in socks:
             r = await ask_rank(rank, {"cmd": "memory"}, 2.0)
@@ -1009,6 +1019,21 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
     if "modules" in what:
         await _modules(report, first, steps, wait_s, ask_rank, on_progress)
     return report
+
+
+async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank) -> None:
+    """Every rank dumps its flight recorder through the control socket; torch's analyser reads the dumps."""
+    dumps = {r: await ask_rank(r, {"cmd": "fr_dump"}, 5.0) for r in socks}
+    files = {r: Path(d["path"]) for r, d in dumps.items() if isinstance(d, dict) and d.get("enabled")}
+    if not files:
+        return  # not enabled (the usual case): nothing to say
+    python = next(d["python"] for d in dumps.values() if isinstance(d, dict) and d.get("python"))
+    fr = await flight_recorder.analyse_dumps(files, workspace_root=root, python=python)
+    fr.missing_files = {r: d for r, d in dumps.items() if isinstance(d, str)}
+    report.flight_recorder = fr
+    f = flight_recorder.fr_finding(fr)
+    if f is not None:
+        report.findings.insert(0, f)
 
 
 def _progress_model(rank: int, p: dict) -> RankProgress:

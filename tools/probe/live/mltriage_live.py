@@ -495,6 +495,25 @@ class _Live:
             "pending_actions": [a["id"] for a in self.pending], "instrument_errors": self.errors,
         }
 
+    def fr_dump(self, req) -> dict:
+        """torch's collective flight recorder buffer, written to <run dir>/fr/rank_<rank> for torch's analyser.
+
+        NCCL writes this dump itself on a watchdog timeout; gloo records the same buffer but never writes it,
+        so a hung gloo job is dumped from here (the control thread runs while the main thread waits)."""
+        if not any(os.environ.get(v, "0").isdigit() and int(os.environ.get(v, "0")) > 0
+                   for v in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")):
+            return {"enabled": False}
+        from torch._C._distributed_c10d import _dump_fr_trace
+        data = _dump_fr_trace()
+        folder = os.path.join(self.run_dir, "fr")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, f"rank_{self.rank}")
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+        return {"enabled": True, "path": path, "bytes": len(data), "python": sys.executable}
+
     def memory(self, req) -> dict:
         rows = self.snapshot()
         return {"device": str(self._cuda_dev or "cpu"), "steps": [r[0] for r in rows],
@@ -832,4 +851,5 @@ COMMANDS = {
     "modules_result": _Live.modules_result,
     "modules_cancel": _Live.modules_cancel,
     "action": _Live.action,
+    "fr_dump": _Live.fr_dump,
 }
