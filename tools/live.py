@@ -1023,7 +1023,15 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
 
 async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank) -> None:
     """Every rank dumps its flight recorder through the control socket; torch's analyser reads the dumps."""
-    dumps = {r: await ask_rank(r, {"cmd": "fr_dump"}, 5.0) for r in socks}
+    dumps: dict[int, dict | str] = {}
+
+    async def one(rank: int) -> None:
+        # symbolising the recorded stacks takes seconds per rank: all ranks at once
+        dumps[rank] = await ask_rank(rank, {"cmd": "fr_dump"}, 20.0)
+
+    async with anyio.create_task_group() as tg:
+        for r in socks:
+            tg.start_soon(one, r)
     files = {r: Path(d["path"]) for r, d in dumps.items() if isinstance(d, dict) and d.get("enabled")}
     if not files:
         return  # not enabled (the usual case): nothing to say
