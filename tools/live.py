@@ -986,7 +986,9 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
             slow = straggler_finding(report.rank_timing)
             if slow and not f:
                 report.findings.append(slow)
-            await _flight_recorder(report, root, socks, ask_rank)
+            answering = [p for p in prog.values() if isinstance(p, dict)]
+            if answering and all((p.get("since_last_step_s") or 1e9) > 2.0 for p in answering):
+                await _flight_recorder(report, root, socks, ask_rank)  # only when no rank steps: it costs seconds
     if "memory" in what:
         for rank in socks:
             r = await ask_rank(rank, {"cmd": "memory"}, 2.0)
