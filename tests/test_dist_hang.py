@@ -2,7 +2,6 @@
 rank's stack and from torch's flight recorder, over a real MCP client on stdio; a rank with slow data loading (3 ranks) is
 named live with its ratio to the median. Every test kills what it started."""
 
-import json
 import os
 import pickle
 import socket
@@ -14,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import PYTHON, inprocess_client, run, stdio_client
-from tools import live
+from test_live import _all_run_processes
 from tools.flight_recorder import analyse_dumps, shape
 from tools.hang_stacks import RankStack, analyse
 from tools.live import Frame
@@ -40,8 +39,7 @@ def _torchrun(script: Path, nproc: int = 4) -> list[str]:
 
 def _kill_runs(workspace: Path) -> None:
     """Whatever a run of this workspace left (torchrun puts each worker in a session of its own)."""
-    family = [q for d in (workspace / ".mltriage" / "runs").glob("*/state.json")
-              for q in live.session_processes(json.loads(d.read_text()))]
+    family = _all_run_processes(workspace)
     for p in family:
         try:
             p.kill()

@@ -132,7 +132,15 @@ async def analyse_dumps(files: dict[int, Path], *, workspace_root: Path, python:
     return fr
 
 
-def fr_finding(fr: FlightRecorder) -> Finding | None:
+def fr_finding(fr: FlightRecorder, where: dict[int, str] | None = None) -> Finding | None:
+    """`where`: rank -> its user frame from the stacks, for dumps taken without stack traces."""
+    where = where or {}
+
+    def loc_of(rank: int) -> str | None:
+        rec = next((r for r in fr.last if r.rank == rank), None)
+        w = (rec.where if rec and rec.where else None) or where.get(rank)
+        return w.split(" in ")[0] if w else None
+
     m = next((m for m in fr.mismatches if m.odd_ranks), None)
     if m is not None:
         odd = ", ".join(map(str, m.odd_ranks))
@@ -140,12 +148,11 @@ def fr_finding(fr: FlightRecorder) -> Finding | None:
                        if set(rs) == set(m.odd_ranks)), "?")
         majority = next((k for k, rs in {f"{m.op} {m.input_sizes}": m.ranks, **m.other}.items()
                          if set(rs) != set(m.odd_ranks)), "?")
-        loc = next((f for f in fr.last if f.rank == m.odd_ranks[0]), None)
         return Finding(
             failure_mode="hang", confidence=0.9,
             summary=f"flight recorder: collective #{m.seq} does not match: rank(s) {odd} issued {theirs} "
                     f"while the others issued {majority}",
-            location=(loc.where.split(" in ")[0] if loc and loc.where else None),
+            location=loc_of(m.odd_ranks[0]),
             evidence=[Evidence(what="mismatched collective sequence number", value=m.seq, source="torch flight recorder"),
                       Evidence(what=f"ranks {m.ranks}", value=f"{m.op} {m.input_sizes}", source="torch flight recorder"),
                       *[Evidence(what=f"ranks {rs}", value=k, source="torch flight recorder") for k, rs in m.other.items()],
@@ -158,7 +165,7 @@ def fr_finding(fr: FlightRecorder) -> Finding | None:
         return Finding(
             failure_mode="hang", confidence=0.8,
             summary=f"flight recorder: rank(s) {behind} issued fewer collectives than the others",
-            location=next((r.where.split(" in ")[0] for r in fr.last if r.rank == fr.behind[0] and r.where), None),
+            location=loc_of(fr.behind[0]),
             evidence=[Evidence(what=f"rank {r.rank} collectives issued", value=r.last_enqueued, source="pg_status")
                       for r in fr.last],
             fix="The rank that is behind skipped a collective or is stuck before it: look at its stack.")

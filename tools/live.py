@@ -1028,8 +1028,9 @@ async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank
     dumps: dict[int, dict | str] = {}
 
     async def one(rank: int) -> None:
-        # symbolising the recorded stacks takes seconds per rank: all ranks at once
-        dumps[rank] = await ask_rank(rank, {"cmd": "fr_dump"}, 20.0)
+        # without stack traces: symbolising them takes ~5 s per rank the first time, and the ranks' own
+        # stacks (already taken) say where each waits
+        dumps[rank] = await ask_rank(rank, {"cmd": "fr_dump", "stacks": False}, 20.0)
 
     async with anyio.create_task_group() as tg:
         for r in socks:
@@ -1041,7 +1042,7 @@ async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank
     fr = await flight_recorder.analyse_dumps(files, workspace_root=root, python=python)
     fr.missing_files = {r: d for r, d in dumps.items() if isinstance(d, str)}
     report.flight_recorder = fr
-    f = flight_recorder.fr_finding(fr)
+    f = flight_recorder.fr_finding(fr, {r.rank: r.user_frame for r in report.ranks if r.user_frame})
     if f is not None:
         report.findings.insert(0, f)
 

@@ -342,7 +342,8 @@ async def read_flight_recorder(report: ProcessCheckReport, confine, workspace_ro
                                                      python=python or job["python"])
             fr.missing_files = missing
         report.flight_recorder.append(fr)
-        f = flight_recorder.fr_finding(fr)
+        where = {r: g.where for h in report.jobs if h.job == key for g in h.groups for r in g.ranks if g.where}
+        f = flight_recorder.fr_finding(fr, where)
         if f is not None:
             report.findings.insert(0, f)
     return report

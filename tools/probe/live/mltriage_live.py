@@ -504,7 +504,7 @@ class _Live:
                    for v in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")):
             return {"enabled": False}
         from torch._C._distributed_c10d import _dump_fr_trace
-        data = _dump_fr_trace()
+        data = _dump_fr_trace(includeStackTraces=bool(req.get("stacks", True)))
         folder = os.path.join(self.run_dir, "fr")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, f"rank_{self.rank}")
