@@ -1039,7 +1039,11 @@ async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank
     if not files:
         return  # not enabled (the usual case): nothing to say
     python = next(d["python"] for d in dumps.values() if isinstance(d, dict) and d.get("python"))
-    fr = await flight_recorder.analyse_dumps(files, workspace_root=root, python=python)
+    try:
+        fr = await flight_recorder.analyse_dumps(files, workspace_root=root, python=python)
+    except TriageError as e:  # the rest of the ranks report stands
+        report.unavailable["flight recorder"] = str(e)
+        return
     fr.missing_files = {r: d for r, d in dumps.items() if isinstance(d, str)}
     report.flight_recorder = fr
     f = flight_recorder.fr_finding(fr, {r.rank: r.user_frame for r in report.ranks if r.user_frame})

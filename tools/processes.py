@@ -338,8 +338,11 @@ async def read_flight_recorder(report: ProcessCheckReport, confine, workspace_ro
                                         "one when its watchdog times out; gloo does not write one by itself (run "
                                         "the job under run_training and ask live_status for 'ranks')")
         else:
-            fr = await flight_recorder.analyse_dumps(files, workspace_root=workspace_root,
-                                                     python=python or job["python"])
+            try:
+                fr = await flight_recorder.analyse_dumps(files, workspace_root=workspace_root,
+                                                         python=python or job["python"])
+            except TriageError as e:  # the stacks are still worth returning
+                fr = FlightRecorder(enabled=True, files={r: str(p) for r, p in files.items()}, why_not=str(e))
             fr.missing_files = missing
         report.flight_recorder.append(fr)
         where = {r: g.where for h in report.jobs if h.job == key for g in h.groups for r in g.ranks if g.where}
