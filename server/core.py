@@ -100,7 +100,7 @@ def ws() -> Workspace:
 
 Detail = compact.Detail  # the instructions say what detail="full" does; described per tool it cost 2k characters
 # Parameters many tools share: described once here, short, since the model reads them for every tool.
-Python = Annotated[str | None, Field(description="the user's interpreter")]
+Python = str | None  # the instructions say which interpreter runs a probe; described per tool it cost 300 characters
 
 # (tool name, detail, the client takes resource links) of the call being answered: `tool` sets it,
 # `reply` shapes the report by it. Context variables follow the call onto the worker thread of a sync

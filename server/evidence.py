@@ -8,17 +8,18 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from server.core import READS, progress_reporter, reply, tool, ws
+from server.core import READS, Python, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
-from tools.stores import resolve_log
-from tools.processes import ProcessCheckReport, process_check as _process_check
+from tools.processes import ProcessCheckReport, process_check as _process_check, read_flight_recorder
 from tools.ranks import is_rank_spec, metrics_ranks, rank_files, tail_ranks
+from tools.slurm import slurm_check as _slurm_check
+from tools.stores import resolve_log
 
 
 @tool(title="Tail a training log", hints=READS, group="core")
 def tail_log(
-    path: Annotated[str, Field(description="the run's log, or a dir/glob of rank logs")],
+    path: Annotated[str, Field(description="the run's log, or rank logs (dir/glob)")],
     lines: Annotated[int, Field(ge=1, le=5000, description="lines from the end")] = 50,
 ) -> Annotated[CallToolResult, TailLogReport]:
     """Start here: the log's last lines, typed events (traceback, nan_inf, oom, nccl, killed), last step, seconds since
@@ -32,11 +33,10 @@ def tail_log(
 @tool(title="Parse metrics and loss-curve shape", hints=READS, group="core")
 async def log_metrics(
     ctx: Context,
-    path: Annotated[str, Field(description="log, metrics file, run directory (TensorBoard, W&B, MLflow, Lightning, "
-                                           "HF Trainer, Trackio) or dir/glob of rank logs")],
+    path: Annotated[str, Field(description="log, metrics file, run directory (TensorBoard, W&B, MLflow, ...) or rank logs")],
     names: Annotated[list[str] | None, Field(description="only these series; default all")] = None,
     plot: Annotated[bool, Field(description="also return a PNG of the curves")] = False,
-    run: Annotated[str | None, Field(description="which run of a store holding several; default the newest")] = None,
+    run: Annotated[str | None, Field(description="which run of several; default the newest")] = None,
 ) -> Annotated[CallToolResult, LogMetricsReport]:
     """Every metric series of a training log or metrics store summarised, the loss curve's shape (converged,
     plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
@@ -67,11 +67,19 @@ def gpu_status() -> Annotated[CallToolResult, GpuStatusReport]:
 
 
 @tool(title="Check training processes", hints=READS, group="core")
-def process_check(
+async def process_check(
     pid: Annotated[int | None, Field(ge=1, description="one process; default: find training processes")] = None,
     pattern: Annotated[str | None, Field(description="regex over the command line")] = None,
-    stack: Annotated[bool, Field(description="add each thread's Python stack (py-spy)")] = False,
+    stack: Annotated[bool, Field(description="each thread's Python stack (py-spy); ranks compared")] = False,
+    job: Annotated[str | None, Field(description="a Slurm job id: every node of the job")] = None,
+    python: Python = None,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
     """Is the training process running, possibly_hung, zombie or gone? Status, CPU, RSS, loader workers, log staleness.
-    If possibly_hung, ask again with stack=True before restarting."""
-    return reply(_process_check(pid=pid, pattern=pattern, stack=stack))
+    If possibly_hung, ask again with stack=True before restarting: a distributed job's odd rank is named."""
+    if job is not None:
+        report = await anyio.to_thread.run_sync(lambda: _slurm_check(job, stack=stack))
+    else:
+        report = await anyio.to_thread.run_sync(lambda: _process_check(pid=pid, pattern=pattern, stack=stack))
+    if stack:
+        report = await read_flight_recorder(report, ws().read_path, ws().root, python)
+    return reply(report)

@@ -41,8 +41,8 @@ def compare_runs(
     plot: Annotated[bool, Field(description="attach a PNG of both curves")] = False,
     failure_mode: Annotated[str | None, Field(description="what the fix was for")] = None,
 ) -> Annotated[CallToolResult, CompareReport]:
-    """After a fix and a short re-run: did it help? One metric of two logs aligned by step: improved / no_change /
-    worse. Pass failure_mode (leakage fixes are judged on validation loss)."""
+    """After a fix and a short re-run: did it help? One metric of two runs aligned by step: improved / no_change /
+    worse. Pass failure_mode (leakage is judged on validation loss)."""
     report, png = _compare_runs(resolve_log(ws(), before), resolve_log(ws(), after), metric, plot, failure_mode)
     return reply(report, images=[png] if png else None)
 

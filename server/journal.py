@@ -29,8 +29,8 @@ def journal_append(
     fix: Annotated[str, Field(description="file:line and the change")],
     evidence: Annotated[str | list[str] | None, Field(description="measured facts, each with its tool")] = None,
     resolution: Annotated[str | None, Field(description="before/after numbers")] = None,
-    test_path: Annotated[str | None, Field(description="the regression test")] = None,
-    tags: Annotated[list[str] | None, Field(description="keywords")] = None,
+    test_path: str | None = None,
+    tags: list[str] | None = None,
     path: JournalPath = "journal.md",
 ) -> Annotated[CallToolResult, JournalAppendReport]:
     """After a validated fix: append an entry to journal.md (earlier entries untouched, safe with concurrent writers).
@@ -68,7 +68,7 @@ def _spec_file(spec: str | None) -> Path | None:
 async def write_regression_test(
     failure_mode: Annotated[str, Field(description="the bug's failure-mode id; picks what the test asserts")],
     name: Annotated[str | None, Field(
-        description="test name, e.g. 'lr_never_exceeds_peak'")] = None,
+        description="e.g. 'lr_never_exceeds_peak'")] = None,
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
         description="where the bug lives: 'train.py:get_lr' (schedule), 'model.py:GPT' (causality), "
@@ -97,8 +97,7 @@ async def run_regression_test(
     python: Python = None,
     timeout_s: Annotated[float, Field(gt=0, le=1800, description="wall-clock limit for the pytest run")] = 600.0,
 ) -> Annotated[CallToolResult, RegressionRunReport]:
-    """After the fix: re-runs that test; passes_now must be true, else the failure message. Never loosen its bounds to
-    make it pass."""
+    """After the fix: re-runs that test; passes_now must be true. Never loosen its bounds to make it pass."""
     test_file = ws().existing_file(path)
     return reply(await _run_regression_test(workspace_root=ws().root, test_file=test_file, python=python,
                                             timeout_s=timeout_s))

@@ -37,17 +37,20 @@ def list_runs() -> Annotated[CallToolResult, RunList]:
 @tool(title="Look inside a live run", hints=READS, group="live")
 async def live_status(
     run: Annotated[str, Field(description="run id from run_training/list_runs, or 'pid:<n>' for a process we did "
-                                          "not launch (working in the workspace; stack only, via py-spy)")],
+                                          "not launch (working in the workspace; stack only, via py-spy), or "
+                                          "'job:<Slurm id>' (every rank's stack on every node, via srun --overlap)")],
     what: Annotated[list[What], Field(description="progress (step, steps/s, loss, time since the last step), stack, "
                                                   "memory (trend), modules (time per module over `steps` steps), "
-                                                  "optimizer, grads (per layer), ranks (which torchrun rank lags)")] = ["progress"],
+                                                  "optimizer, grads (per layer), ranks (which rank lags or hangs the "
+                                                  "others, per-rank step/data-wait/compute time and memory)")] = ["progress"],
     steps: Annotated[int, Field(ge=1, le=200, description="steps to time for 'modules'")] = 5,
     wait_s: Annotated[float, Field(ge=1, le=300, description="longest wait for 'modules' to collect its steps")] = 30.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, LiveStatus]:
     """Look inside a live run without stopping it (each part answers within about a second or says why not): progress,
     stack, memory trend, per-module time, optimizer, grads, ranks. Start with progress; a frozen step counter ->
-    stack (and ranks under torchrun)."""
+    stack (and ranks under torchrun/srun: the rank holding the others back, or the straggler with its ratio to the
+    median and whether its time goes to data wait or compute)."""
     return reply(await _live.status(ws().root, run, list(what), steps, wait_s, progress_reporter(ctx)))
 
 

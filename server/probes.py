@@ -52,8 +52,8 @@ async def nan_hook_run(
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.NanHookReport]:
-    """First call when a loss goes NaN/Inf: trains to the first non-finite value; returns step, module, op (file:line),
-    its inputs and the cause (log(0), 0/0, exp overflow, LR) with the fix."""
+    """First call on a NaN/Inf loss: the first non-finite value's step, module, op (file:line), inputs and cause
+    (log(0), 0/0, exp overflow, LR) with the fix."""
     rep = await P.nan_hook_run(ws().root, _target(target), _command(command), max_steps, python, timeout_s,
                                progress_reporter(ctx))
     return reply(rep)
@@ -68,8 +68,8 @@ async def overfit_test(
     timeout_s: Timeout = 300.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.OverfitReport]:
-    """Can the model memorise one batch? passed, or how it failed (flat, slow, diverged, nan). A model that cannot
-    overfit one batch has a bug: next grad_norm_snapshot."""
+    """Can the model memorise one batch? passed, or how it failed (flat, slow, diverged, nan). If it cannot, there is a
+    bug: next grad_norm_snapshot."""
     rep = await P.overfit_test(ws().root, _target(target), steps, lr, python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
@@ -111,7 +111,7 @@ async def lr_range_test(
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.LrRangeReport]:
     """Only after overfit_test passes: Smith's LR range test on a copy of the model; the suggested LR and where the
-    current one sits. It places the LR; it does not find bugs."""
+    current one sits. It finds no bugs."""
     rep = await P.lr_range_test(ws().root, _target(target), min_lr, max_lr, steps, python, timeout_s,
                                 progress_reporter(ctx))
     return reply(rep)
@@ -131,8 +131,8 @@ async def sequence_check(
     detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.SequenceCheckReport]:
-    """For a token model ((B, T) -> (B, T, V) logits) with a suspiciously low loss: causality (the module that lets the
-    future in), unshifted targets, padding counted in the loss."""
+    """For a token model ((B, T) -> (B, T, V)) with a suspiciously low loss: causality (which module lets the future
+    in), unshifted targets, padding in the loss."""
     rep = await L.sequence_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx), detail)
     return reply(rep)
 
@@ -150,8 +150,8 @@ async def schedule_check(
     detail: Detail = "summary",
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.ScheduleCheckReport]:
-    """When the loss diverges mid-run or stalls early, before touching the LR: evaluates the LR schedule over the whole
-    run without training; names the step and line where it goes wrong."""
+    """When the loss diverges mid-run or stalls early, before touching the LR: the LR schedule over the whole run,
+    without training; the step and line where it goes wrong."""
     spec = P.resolve_target(lr_schedule, ws()) if lr_schedule else None
     rep = await L.schedule_check(ws().root, spec, _target(target), horizon, python, timeout_s, progress_reporter(ctx),
                                  detail)

@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +32,10 @@ from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.probe_runner import choose_python
+from tools import flight_recorder
+from tools.flight_recorder import FlightRecorder
 from tools.report import Evidence, Finding, Num, Report, is_finite, mark_nonfinite
+from tools.stragglers import RankTiming, rank_timings, straggler_finding
 from tools.workspace import Workspace
 
 LIVE_DIR = Path(__file__).resolve().parent / "probe" / "live"
@@ -120,6 +124,7 @@ class Frame(BaseModel):
     line: int | None = None
     func: str
     code: str = ""
+    locals: dict[str, str] | None = Field(None, description="py-spy --locals: each local's repr (hang analysis)")
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line} in {self.func}" + (f" ({self.code})" if self.code else "")
@@ -192,6 +197,7 @@ class RankState(BaseModel):
     where: str | None = Field(None, description="innermost frame of the main thread")
     user_frame: str | None = Field(None, description="innermost frame of the main thread in the user's code")
     inside_torch: bool | None = Field(None, description="main thread is inside torch (waiting on a collective, backward)")
+    collectives: int | None = Field(None, description="torch.distributed collectives this rank called from Python")
     verdict: str = ""
 
 
@@ -207,6 +213,10 @@ class LiveStatus(Report):
     global_grad_norm: Num = None
     params_without_grad: list[str] = Field(default_factory=list)
     ranks: list[RankState] = Field(default_factory=list)
+    rank_timing: list[RankTiming] = Field(default_factory=list, description="per rank: step, busy, data-wait and "
+                                          "compute time (medians), memory; the straggler has the largest busy time")
+    flight_recorder: FlightRecorder | None = Field(None, description="ranks: torch's analysis of every rank's "
+                                                   "collective flight recorder, when TORCH_FR_BUFFER_SIZE is set")
     unavailable: dict[str, str] = Field(default_factory=dict, description="what could not be read, and why")
 
     def headline(self) -> str:
@@ -239,6 +249,13 @@ class LiveStatus(Report):
                 f"{g.module}={g.grad_norm if isinstance(g.grad_norm, str) else f'{g.grad_norm:.3g}'}"
                 for g in self.grads[:12]))
         lines += [f"rank {r.rank}: {r.verdict}" for r in self.ranks]
+        lines += [f"rank {t.rank}: busy {t.busy_ms:.1f} ms/step ({t.ratio_to_median}x median), data {t.data_ms:.1f} ms, "
+                  f"compute {t.compute_ms:.1f} ms, step {t.step_ms:.1f} ms, rss {t.rss_mib} MiB" for t in self.rank_timing]
+        if self.flight_recorder is not None:
+            fr = self.flight_recorder
+            lines += [f"flight recorder: collective #{m.seq} {m.op} {m.input_sizes} on ranks {m.ranks}; "
+                      + "; ".join(f"{k} on ranks {v}" for k, v in m.other.items()) for m in fr.mismatches[:1]]
+            lines += [f"flight recorder: {fr.why_not}"] if fr.why_not else []
         lines += [f"{k}: unavailable - {v}" for k, v in self.unavailable.items()]
         return "\n".join(lines)
 
@@ -550,23 +567,33 @@ def ask(sock: Path, request: dict, timeout: float = ASK_TIMEOUT_S) -> dict:
     return reply
 
 
-def py_spy_stacks(pid: int, rank: int | None = None) -> list[ThreadStack]:
+def py_spy_exe() -> str | None:
+    here = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(here) if here.exists() else None)
+
+
+def py_spy_stacks(pid: int, rank: int | None = None, with_locals: bool = False, timeout: float = 3.0) -> list[ThreadStack]:
     """`py-spy dump` of a process we cannot ask (not launched by us, or not answering)."""
-    exe = shutil.which("py-spy") or (str(Path(sys.executable).parent / "py-spy")
-                                     if (Path(sys.executable).parent / "py-spy").exists() else None)
+    exe = py_spy_exe()
     if exe is None:
         raise ChannelError("py-spy is not installed (pip install py-spy) and the process cannot be asked directly")
+    cmd = [exe, "dump", "--pid", str(pid), "--json", "--nonblocking"] + (["--locals"] if with_locals else [])
     try:
-        out = subprocess.run([exe, "dump", "--pid", str(pid), "--json", "--nonblocking"], capture_output=True,
-                             text=True, timeout=3)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ChannelError("py-spy dump did not finish within 3 s")
+        raise ChannelError(f"py-spy dump did not finish within {timeout:.0f} s")
     if out.returncode != 0:
         raise ChannelError(f"py-spy dump failed: {(out.stderr or out.stdout).strip()[-400:]} "
                            "(attaching needs ptrace permission: same user, and kernel.yama.ptrace_scope 0, or root)")
+    return parse_py_spy(json.loads(out.stdout or "[]"), pid, rank)
+
+
+def parse_py_spy(threads: list[dict], pid: int | None, rank: int | None = None) -> list[ThreadStack]:
+    """py-spy's `dump --json` (optionally with --locals) as our thread stacks, main thread marked."""
     stacks = []
-    for t in json.loads(out.stdout or "[]"):
-        frames = [Frame(file=f.get("filename", "?"), line=f.get("line"), func=f.get("name", "?"))
+    for t in threads:
+        frames = [Frame(file=f.get("filename", "?"), line=f.get("line"), func=f.get("name", "?"),
+                        locals={v["name"]: str(v.get("repr"))[:80] for v in f.get("locals") or [] if "name" in v} or None)
                   for f in t.get("frames", [])]
         name = t.get("thread_name") or f"thread {t.get('thread_id')}"
         stacks.append(ThreadStack(rank=rank, pid=pid, thread=name, main=name == "MainThread",
@@ -762,7 +789,7 @@ def rank_states(progress: dict[int, dict | str], stacks: dict[int, ThreadStack |
         inner, user = blocking_frames(main) if main else (None, None)
         states.append(RankState(rank=rank, pid=p.get("pid"), answering=True, step=p.get("step"),
                                 since_last_step_s=p.get("since_last_step_s"), where=str(inner) if inner else None,
-                                user_frame=str(user) if user else None,
+                                user_frame=str(user) if user else None, collectives=p.get("collectives"),
                                 inside_torch=_inside_torch(main.frames) if main else None))
     answering = [s for s in states if s.answering and s.step is not None]
     culprits: list[RankState] = []
@@ -779,9 +806,14 @@ def rank_states(progress: dict[int, dict | str], stacks: dict[int, ThreadStack |
             why = f"behind: step {min(s.step for s in behind)} while others are at {top}"
         elif len(stalled) == len(answering) and len(answering) > 1:
             in_user = [s for s in stalled if s.inside_torch is False]
+            counts = Counter(s.collectives for s in stalled if s.collectives is not None)
             if in_user and len(in_user) < len(stalled):
                 culprits += in_user
                 why = "stalled in its own code while the other ranks wait inside torch (a collective)"
+            elif len(counts) == 2 and min(counts.values()) < max(counts.values()):
+                odd, usual = sorted(counts, key=counts.get)
+                culprits += [s for s in stalled if s.collectives == odd]
+                why = f"it called {odd} collectives while the others called {usual}: a collective skipped or added"
     for s in states:
         if not s.answering:
             continue
@@ -852,10 +884,37 @@ def _pid_status(root: Path, pid: int, what: list[str]) -> LiveStatus:
     return report
 
 
+def _job_status(job: str, what: list[str]) -> LiveStatus:
+    """A Slurm job we did not launch: every rank's stack from every node (srun --overlap), the odd rank named."""
+    from tools.slurm import slurm_check  # it builds on this module
+    rep = slurm_check(job, stack="stack" in what or "ranks" in what)
+    info = RunInfo(id=f"job:{job}", name=f"slurm job {job}", status="running" if rep.processes else "lost",
+                   command=[], log_path="", created="", age_s=0.0, ranks=len(rep.processes))
+    report = LiveStatus(run=info, findings=rep.findings)
+    for rs in rep._rank_stacks:
+        if rs.frames:
+            report.stacks.append(ThreadStack(rank=rs.rank, pid=rs.pid, thread=f"MainThread on {rs.host}", main=True,
+                                             frames=rs.frames, source="py-spy via srun --overlap"))
+        else:
+            report.unavailable[f"stack rank {rs.rank}"] = rs.error or "no stack"
+    for j in rep.jobs:
+        for g in j.groups:
+            report.ranks += [RankState(rank=r, answering=True, where=g.frames[0] if g.frames else None,
+                                       user_frame=g.where, verdict=(
+                                           f"ODD ONE: {j.odd.kind}" if j.odd and r == j.odd.rank else
+                                           f"in {g.collective or 'no collective'}")) for r in g.ranks]
+    report.unavailable |= {w: "a Slurm job not launched with run_training: stack and ranks only (srun --overlap)"
+                           for w in what if w not in ("stack", "ranks")}
+    report.unavailable |= {f"note {i}": n for i, n in enumerate(rep.notes)}
+    return report
+
+
 async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: float = 20.0,
                  on_progress: ProgressFn | None = None) -> LiveStatus:
     """Ask a live run what the agent wants to know; every part answers or says why not, quickly."""
     what = list(dict.fromkeys(what or ["progress"]))
+    if run.startswith("job:"):
+        return await anyio.to_thread.run_sync(_job_status, run[4:], what)
     pid = _target_pid(root, run)
     if pid is not None:
         return await anyio.to_thread.run_sync(_pid_status, root, pid, what)
@@ -920,8 +979,16 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
         report.ranks, f = rank_states(prog, mains)
         if len(socks) < 2:
             report.unavailable["ranks"] = "a single process: ranks matter under torchrun"
-        elif f:
-            report.findings.append(f)
+        else:
+            if f:
+                report.findings.append(f)
+            report.rank_timing = rank_timings({r: p for r, p in prog.items() if isinstance(p, dict)})
+            slow = straggler_finding(report.rank_timing)
+            if slow and not f:
+                report.findings.append(slow)
+            answering = [p for p in prog.values() if isinstance(p, dict)]
+            if answering and all((p.get("since_last_step_s") or 1e9) > 2.0 for p in answering):
+                await _flight_recorder(report, root, socks, ask_rank)  # only when no rank steps: it costs seconds
     if "memory" in what:
         for rank in socks:
             r = await ask_rank(rank, {"cmd": "memory"}, 2.0)
@@ -954,6 +1021,34 @@ async def status(root: Path, run: str, what: list[str], steps: int = 5, wait_s: 
     if "modules" in what:
         await _modules(report, first, steps, wait_s, ask_rank, on_progress)
     return report
+
+
+async def _flight_recorder(report: LiveStatus, root: Path, socks: dict, ask_rank) -> None:
+    """Every rank dumps its flight recorder through the control socket; torch's analyser reads the dumps."""
+    dumps: dict[int, dict | str] = {}
+
+    async def one(rank: int) -> None:
+        # without stack traces: symbolising them takes ~5 s per rank the first time, and the ranks' own
+        # stacks (already taken) say where each waits
+        dumps[rank] = await ask_rank(rank, {"cmd": "fr_dump", "stacks": False}, 20.0)
+
+    async with anyio.create_task_group() as tg:
+        for r in socks:
+            tg.start_soon(one, r)
+    files = {r: Path(d["path"]) for r, d in dumps.items() if isinstance(d, dict) and d.get("enabled")}
+    if not files:
+        return  # not enabled (the usual case): nothing to say
+    python = next(d["python"] for d in dumps.values() if isinstance(d, dict) and d.get("python"))
+    try:
+        fr = await flight_recorder.analyse_dumps(files, workspace_root=root, python=python)
+    except TriageError as e:  # the rest of the ranks report stands
+        report.unavailable["flight recorder"] = str(e)
+        return
+    fr.missing_files = {r: d for r, d in dumps.items() if isinstance(d, str)}
+    report.flight_recorder = fr
+    f = flight_recorder.fr_finding(fr, {r.rank: r.user_frame for r in report.ranks if r.user_frame})
+    if f is not None:
+        report.findings.insert(0, f)
 
 
 def _progress_model(rank: int, p: dict) -> RankProgress:

@@ -10,14 +10,18 @@ from pathlib import Path
 from typing import Literal
 
 import psutil
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
+from tools import flight_recorder
 from tools.errors import TriageError
+from tools.flight_recorder import FlightRecorder
+from tools.hang_stacks import HangStacks, RankStack, analyse, dump_ranks, hang_finding, stack_text
 from tools.report import Evidence, Finding, Report
 
 DEFAULT_PATTERN = r"(?:^|/)(?:python[\d.]*|torchrun|accelerate|deepspeed)\b.*(?:train|finetun|fine_tun|pretrain|torch\.distributed|torchrun)"
 WINDOW_S = 0.5
 IDLE_CPU_PCT = 1.0
+WAITING_CPU_PCT = 10.0  # a rank blocked in a gloo/NCCL wait polls a little; a computing one uses a core
 STALE_LOG_S = 120.0
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".jsonl", ".json", ".csv", ".tsv")
 Verdict = Literal["running", "possibly_hung", "zombie", "stopped", "not_found"]
@@ -50,6 +54,8 @@ class ProcessInfo(BaseModel):
     gpu_memory_mib: float | None = None
     verdict: Verdict
     why: str
+    rank: int | None = Field(None, description="RANK of a torchrun/Slurm worker")
+    host: str | None = Field(None, description="the node (Slurm jobs)")
     stack: str | None = None
     stack_note: str | None = None
 
@@ -58,12 +64,33 @@ class ProcessCheckReport(Report):
     pattern: str | None
     window_s: float
     processes: list[ProcessInfo]
+    jobs: list[HangStacks] = Field(default_factory=list, description="distributed jobs (stack=True): every rank's "
+                                   "stack grouped, the odd rank named")
+    flight_recorder: list[FlightRecorder] = Field(default_factory=list, description="per job with the collective "
+                                                  "flight recorder on: torch's analysis of the dumps")
     notes: list[str] = Field(default_factory=list)
+    _fr_jobs: dict = PrivateAttr(default_factory=dict)  # job -> {"envs": {rank: env}, "python": exe}
+    _rank_stacks: list = PrivateAttr(default_factory=list)  # the RankStacks behind `jobs`
 
     def headline(self) -> str:
         if not self.processes:
-            return f"no process matches {self.pattern!r}"
-        return "\n".join(f"pid {p.pid} {p.verdict}: {p.why} | {p.cmdline[:120]}" for p in self.processes)
+            return "\n".join([f"no process matches {self.pattern!r}", *self.notes])
+        lines = [f"pid {p.pid}{' on ' + p.host if p.host else ''} {p.verdict}: {p.why} | {p.cmdline[:120]}"
+                 for p in self.processes]
+        for j in self.jobs:
+            lines.append(f"job {j.job}: ranks {j.ranks_seen}; " + "; ".join(
+                f"ranks {g.ranks} in {g.collective or 'no collective'} at {g.where}" for g in j.groups))
+            if j.odd:
+                lines.append(f"  odd rank {j.odd.rank} (pid {j.odd.pid}): {j.odd.kind}")
+            elif j.note:
+                lines.append(f"  {j.note}")
+        for fr in self.flight_recorder:
+            for m in fr.mismatches[:1]:
+                lines.append(f"flight recorder: collective #{m.seq} {m.op} {m.input_sizes} on ranks {m.ranks}; "
+                             + "; ".join(f"{k} on ranks {v}" for k, v in m.other.items()))
+            if fr.why_not:
+                lines.append(f"flight recorder: {fr.why_not}")
+        return "\n".join(lines)
 
 
 MAX_PATTERN_CHARS = 1000
@@ -193,15 +220,140 @@ def process_check(pid: int | None = None, pattern: str | None = None, stack: boo
     from tools.gpu import gpu_memory_by_pid
     gpu_mem = gpu_memory_by_pid()
     now = time.time()
-    out = [_inspect(p, children[p.pid], cpu, gpu_mem, now, stack) for p in procs]
-    report = ProcessCheckReport(pattern=pattern, window_s=WINDOW_S, processes=out)
+    jobs = rank_jobs([q for p in procs for q in [p, *children[p.pid]]])
+    rank_of = {pid: r for j in jobs.values() for r, pid in j["ranks"].items()}
+    dumped: dict[int, RankStack] = {}
+    analyses: list[HangStacks] = []
+    if stack:
+        for key, j in jobs.items():
+            if len(j["ranks"]) < 2:
+                continue
+            stacks = dump_ranks(j["ranks"])
+            dumped.update({s.pid: s for s in stacks})
+            analyses.append(analyse(key, stacks, j["world"]))
+    out = [_inspect(p, children[p.pid], cpu, gpu_mem, now, stack, dumped.get(p.pid)) for p in procs]
+    for pi in out:
+        pi.rank = rank_of.get(pi.pid)
+    report = ProcessCheckReport(pattern=pattern, window_s=WINDOW_S, processes=out, jobs=analyses)
+    report._fr_jobs = {k: j for k, j in jobs.items() if any(flight_recorder.enabled(e) for e in j["envs"].values())}
     if not out:
         report.notes.append("nothing matched: pass pattern= (a regex over the command line, e.g. 'train.py') or pid=")
     report.findings = _findings(out)
+    for h in analyses:
+        majority = set(h.odd.majority_ranks) if h.odd else set()
+        idle = all((cpu.get(j) or 0.0) < WAITING_CPU_PCT for j in (jobs[h.job]["ranks"].get(r) for r in majority))
+        f = hang_finding(h, idle)
+        if f is not None:
+            report.findings.insert(0, f)
+    if jobs and not stack:
+        report.notes.append("distributed ranks found: call again with stack=True to compare every rank's stack "
+                            "and name the odd one of a hang")
     return report
 
 
-def _inspect(p: psutil.Process, kids: list[psutil.Process], cpu: dict, gpu_mem: dict, now: float, stack: bool) -> ProcessInfo:
+def _env(p: psutil.Process) -> dict[str, str]:
+    try:
+        return p.environ()
+    except (psutil.Error, OSError):
+        return {}
+
+
+def _job_key(env: dict[str, str]) -> str | None:
+    if "RANK" not in env:
+        return None
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return f"torchrun {env['TORCHELASTIC_RUN_ID']}"
+    if env.get("MASTER_PORT"):
+        return f"{env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']}"
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm {env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
+    return "ranks"
+
+
+def rank_jobs(candidates: list[psutil.Process]) -> dict[str, dict]:
+    """Distributed jobs among these processes and their siblings: key -> {"world": n, "ranks": {rank: pid}}.
+
+    A rank is a process with RANK in its environment (torchrun/elastic workers, Slurm tasks that set it).
+    DataLoader workers inherit the environment of their rank, so only the topmost process of a rank counts.
+    """
+    seen: dict[int, psutil.Process] = {p.pid: p for p in candidates}
+    for p in candidates:  # a rank passed alone (pid=) brings its siblings: the agent's other workers
+        if "RANK" in _env(p):
+            try:
+                parent = p.parent()
+                seen.update({q.pid: q for q in (parent.children() if parent else [])})
+            except psutil.Error:
+                pass
+    info: dict[int, tuple[str, int, int | None]] = {}
+    for pid, p in seen.items():
+        env = _env(p)
+        key = _job_key(env)
+        if key is None:
+            continue
+        try:
+            info[pid] = (key, int(env["RANK"]), int(env["WORLD_SIZE"]) if env.get("WORLD_SIZE", "").isdigit() else None)
+        except ValueError:
+            continue
+    jobs: dict[str, dict] = {}
+    for pid, (key, rank, world) in info.items():
+        try:
+            parent = seen[pid].ppid()
+        except psutil.Error:
+            continue
+        if parent in info and info[parent][:2] == (key, rank):
+            continue  # a worker of this rank
+        job = jobs.setdefault(key, {"world": world, "ranks": {}, "envs": {}, "python": None})
+        if rank not in job["ranks"]:
+            job["ranks"][rank], job["envs"][rank] = pid, _env(seen[pid])
+            job["python"] = job["python"] or _interpreter(seen[pid])
+    return jobs
+
+
+def _interpreter(p: psutil.Process) -> str | None:
+    """The python a rank runs, as it was started: a venv's bin/python (exe() would resolve the venv's symlink
+    to the base interpreter, which lacks the venv's torch)."""
+    try:
+        argv0 = p.cmdline()[0]
+        return argv0 if os.path.isabs(argv0) and os.access(argv0, os.X_OK) else p.exe()
+    except (psutil.Error, IndexError):
+        return None
+
+
+async def read_flight_recorder(report: ProcessCheckReport, confine, workspace_root: Path,
+                               python: str | None = None) -> ProcessCheckReport:
+    """For each job whose ranks run with the flight recorder on: find their dumps and let torch's analyser
+    read them, in the ranks' own interpreter (it has the torch that wrote them). `confine` is the
+    workspace's read check: a dump outside the workspace and --allow-read is listed, not read."""
+    for key, job in report._fr_jobs.items():
+        found, missing = flight_recorder.dump_files(job["envs"])
+        files = {}
+        for rank, path in found.items():
+            try:
+                files[rank] = confine(path)
+            except TriageError as e:
+                missing[rank] = f"{path}: {e.what}; start the server with --allow-read {path.parent}"
+        if not files:
+            fr = FlightRecorder(enabled=True, missing_files=missing,
+                                why_not="the flight recorder is on but no rank has written a dump yet: NCCL writes "
+                                        "one when its watchdog times out; gloo does not write one by itself (run "
+                                        "the job under run_training and ask live_status for 'ranks')")
+        else:
+            try:
+                fr = await flight_recorder.analyse_dumps(files, workspace_root=workspace_root,
+                                                         python=python or job["python"])
+            except TriageError as e:  # the stacks are still worth returning
+                fr = FlightRecorder(enabled=True, files={r: str(p) for r, p in files.items()}, why_not=str(e))
+            fr.missing_files = missing
+        report.flight_recorder.append(fr)
+        where = {r: g.where for h in report.jobs if h.job == key for g in h.groups for r in g.ranks if g.where}
+        f = flight_recorder.fr_finding(fr, where)
+        if f is not None:
+            report.findings.insert(0, f)
+    return report
+
+
+def _inspect(p: psutil.Process, kids: list[psutil.Process], cpu: dict, gpu_mem: dict, now: float, stack: bool,
+             dumped: RankStack | None = None) -> ProcessInfo:
     try:
         with p.oneshot():
             status = p.status()
@@ -241,6 +393,8 @@ def _inspect(p: psutil.Process, kids: list[psutil.Process], cpu: dict, gpu_mem: 
     if stack:
         if verdict == "zombie":
             pi.stack_note = "a zombie has no stack: it already exited"
+        elif dumped is not None:  # a rank, already dumped for the comparison of all ranks
+            pi.stack, pi.stack_note = (stack_text(dumped), None) if dumped.frames else (None, dumped.error)
         else:
             pi.stack, pi.stack_note = _stack(p.pid)
     return pi

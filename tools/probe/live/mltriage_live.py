@@ -34,7 +34,11 @@ S = None  # the one _Live of this process, once started
 
 
 def _rank_info() -> tuple[int, int]:
-    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+    """torchrun sets RANK/WORLD_SIZE; a task started by `srun` has Slurm's SLURM_PROCID/SLURM_NTASKS."""
+    env = os.environ
+    rank = env.get("RANK") or env.get("SLURM_PROCID") or "0"
+    world = env.get("WORLD_SIZE") or (env.get("SLURM_NTASKS") if "SLURM_PROCID" in env else None) or "1"
+    return int(rank), int(world)
 
 
 def _is_torchrun_launcher() -> bool:
@@ -110,10 +114,18 @@ class _Live:
         self.lock = threading.Lock()
         self.torch = None
         self.errors: dict[str, str] = {}
-        # per-step record: [step, wall time, seconds since previous step, loss, grad norm, rss, cuda alloc, cuda reserved]
+        # per-step record: [step, wall time, seconds since previous step, loss, grad norm, rss, cuda alloc, cuda reserved,
+        #                   data wait s, collective wait s, backward s, s from the previous step to the first backward]
         self.hist = collections.deque(maxlen=HISTORY)
+        self.data_s = 0.0             # since the last step: inside DataLoader.__next__
+        self.comm_s = 0.0             # inside blocking torch.distributed collectives called from Python
+        self.bwd_s = 0.0
+        self.first_bwd = None         # perf_counter of the first backward since the last step
+        self.collectives = 0          # collectives issued from Python (a rank that skipped one has fewer)
+        self.last_collective = None
         self.step = 0
         self.t_last = None
+        self.t_prev = None            # perf_counter at the end of the previous step's hooks
         self.wall_last = None
         self.losses = []
         self.backward_since = None
@@ -247,6 +259,9 @@ class _Live:
         optim.register_optimizer_step_pre_hook(self._guard("pre_step", self.pre_step))
         optim.register_optimizer_step_post_hook(self._guard("post_step", self.post_step))
         self._wrap_backward(torch)
+        self._guard("data_wait", self._wrap_dataloader)(torch)
+        if self.world > 1:
+            self._guard("collectives", self._wrap_collectives)(torch)
         self._root_hooks = [
             nn_module.register_module_forward_pre_hook(self._root_pre),
             nn_module.register_module_forward_hook(self._root_post, always_call=True),
@@ -279,15 +294,63 @@ class _Live:
             if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and len(live.losses) < 64:
                 live.losses.append(tensors.detach())
             live.backward_since = time.time()
+            t0 = time.perf_counter()
+            if live.first_bwd is None:
+                live.first_bwd = t0
             try:
                 return original(tensors, *args, **kwargs)
             finally:
+                live.bwd_s += time.perf_counter() - t0
                 live.backward_since = None
                 timing = live.timing
                 if timing is not None:
                     timing.backward_done()
 
         torch.autograd.backward = backward
+
+    def _wrap_dataloader(self, torch) -> None:
+        """Time inside DataLoader iteration: the step's data wait (a straggler's excess often lives here)."""
+        from torch.utils.data import dataloader
+        original = dataloader._BaseDataLoaderIter.__next__
+        live = self
+
+        @functools.wraps(original)
+        def __next__(it):
+            t0 = time.perf_counter()
+            try:
+                return original(it)
+            finally:
+                live.data_s += time.perf_counter() - t0
+
+        dataloader._BaseDataLoaderIter.__next__ = __next__
+
+    def _wrap_collectives(self, torch) -> None:
+        """Count and time the collectives called from Python: a fast rank waits in them for the slow one, and a
+        rank that skipped one has issued fewer. (DDP's gradient all-reduce runs in C++ inside backward.)"""
+        import torch.distributed as dist
+        if not dist.is_available():
+            return
+        for name in COLLECTIVE_NAMES:
+            original = getattr(dist, name, None)
+            if original is not None and not getattr(original, "_mltriage", False):
+                setattr(dist, name, self._timed_collective(original, name))
+
+    def _timed_collective(self, original, name):
+        live = self
+
+        @functools.wraps(original)
+        def wrapped(*args, **kwargs):
+            live.collectives += 1
+            live.last_collective = name
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if not kwargs.get("async_op"):
+                    live.comm_s += time.perf_counter() - t0
+
+        wrapped._mltriage = True
+        return wrapped
 
     def _track_schedulers(self, torch) -> None:
         import weakref
@@ -352,8 +415,12 @@ class _Live:
         if gnorm is not None and self._cuda_dev is None:
             gnorm = gnorm.item()  # CPU: cheap; on CUDA the control thread converts later (no sync here)
         rss, alloc, reserved = self._memory()
+        pre_bwd = None if self.first_bwd is None or self.t_prev is None else self.first_bwd - self.t_prev
         with self.lock:
-            self.hist.append([self.step, self.wall_last, dt, loss, gnorm, rss, alloc, reserved])
+            self.hist.append([self.step, self.wall_last, dt, loss, gnorm, rss, alloc, reserved,
+                              self.data_s, self.comm_s, self.bwd_s, pre_bwd])
+        self.data_s = self.comm_s = self.bwd_s = 0.0
+        self.first_bwd, self.t_prev = None, time.perf_counter()
         self.gnorm = None
         if self.step == 1:
             for h in self._root_hooks:  # the outermost modules are known; back to the fast path
@@ -421,9 +488,31 @@ class _Live:
             "last_loss": last[0][3] if last else None, "last_grad_norm": last[0][4] if last else None,
             "in_backward_s": None if self.backward_since is None else now - self.backward_since,
             "grad_clip": self.clip, "device": str(self._cuda_dev or "cpu"),
-            "recent": [{"step": r[0], "seconds": r[2], "loss": r[3], "grad_norm": r[4]} for r in rows],
+            "recent": [{"step": r[0], "seconds": r[2], "loss": r[3], "grad_norm": r[4], "rss": r[5],
+                        "data_s": r[8], "collective_s": r[9], "backward_s": r[10], "before_backward_s": r[11]} for r in rows],
+            "collectives": self.collectives, "last_collective": self.last_collective,
+            "rss": last[0][5] if last else None,
             "pending_actions": [a["id"] for a in self.pending], "instrument_errors": self.errors,
         }
+
+    def fr_dump(self, req) -> dict:
+        """torch's collective flight recorder buffer, written to <run dir>/fr/rank_<rank> for torch's analyser.
+
+        NCCL writes this dump itself on a watchdog timeout; gloo records the same buffer but never writes it,
+        so a hung gloo job is dumped from here (the control thread runs while the main thread waits)."""
+        if not any(os.environ.get(v, "0").isdigit() and int(os.environ.get(v, "0")) > 0
+                   for v in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")):
+            return {"enabled": False}
+        from torch._C._distributed_c10d import _dump_fr_trace
+        data = _dump_fr_trace(includeStackTraces=bool(req.get("stacks", True)))
+        folder = os.path.join(self.run_dir, "fr")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, f"rank_{self.rank}")
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+        return {"enabled": True, "path": path, "bytes": len(data), "python": sys.executable}
 
     def memory(self, req) -> dict:
         rows = self.snapshot()
@@ -749,6 +838,9 @@ class _ModuleTiming:
                 "until_step": self.live.step}
 
 
+COLLECTIVE_NAMES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter_tensor",
+                    "broadcast", "broadcast_object_list", "barrier", "reduce", "all_to_all_single", "gather", "scatter")
+
 COMMANDS = {
     "progress": _Live.progress,
     "stack": _Live.stack,
@@ -759,4 +851,5 @@ COMMANDS = {
     "modules_result": _Live.modules_result,
     "modules_cancel": _Live.modules_cancel,
     "action": _Live.action,
+    "fr_dump": _Live.fr_dump,
 }
