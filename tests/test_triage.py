@@ -245,17 +245,20 @@ def _loss(first, last):
     return SimpleNamespace(name="loss", first=first, last=last, smoothed_last=last)
 
 
-def test_lr_too_low_is_a_verdict_only_when_a_larger_lr_learns_the_batch_and_the_run_stalled():
-    from tools.triage import lr_too_low_from
+def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
+    from tools.triage import learns_faster, lr_off
 
     slow = _overfit(3e-5, "slow", 1.94, 1.41)          # 28% of the one-batch loss gone at the run's LR
     faster = _overfit(9e-4, "slow", 1.94, 0.36)        # 82% at 30x
-    stalled = lr_too_low_from(slow, faster, _loss(1.67, 1.40))
-    assert [f.failure_mode for f in stalled] == ["lr_too_low"] and stalled[0].confidence >= 0.5
-    assert any(e.source == "log_metrics" for e in stalled[0].evidence)
-    learning = lr_too_low_from(slow, faster, _loss(1.67, 0.40))  # a healthy fine-tune also crawls on one batch
-    assert learning and learning[0].confidence < 0.5
-    assert lr_too_low_from(slow, _overfit(9e-4, "slow", 1.94, 1.30), _loss(1.67, 1.40)) == []  # no faster: not the LR
+    assert learns_faster(slow, faster) and not learns_faster(slow, _overfit(9e-4, "slow", 1.94, 1.30))
+    stalled = lr_off(slow, faster, _loss(1.67, 1.40))
+    assert stalled.failure_mode == "lr_too_low" and stalled.confidence >= 0.5
+    assert any(e.source == "log_metrics" for e in stalled.evidence)
+    learning = lr_off(slow, faster, _loss(1.67, 0.40))  # a healthy fine-tune also crawls on one batch
+    assert learning.confidence < 0.5
+    # Adam at too high an LR crawls too: a tenth of the LR learning the batch points the other way
+    too_high = lr_off(_overfit(3e-2, "slow", 4.23, 2.46), _overfit(3e-3, "passed", 4.23, 0.2), None)
+    assert too_high.failure_mode == "lr_too_high" and "1/10" in too_high.summary and too_high.confidence < 0.5
 
 
 def test_a_model_that_learns_turns_inside_findings_into_hypotheses():

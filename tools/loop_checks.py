@@ -18,6 +18,9 @@ from tools.probe_runner import ProgressFn
 from tools.probes import ProbeReport, _error_report, _need_target, _run
 from tools.report import Evidence, Finding, Num, is_finite
 
+# A run that ends during its warmup; triage weighs it against whether the loss still falls (a short run).
+STILL_WARMING = "the LR is still rising at the end of the run"
+
 Detail = Literal["summary", "full"]
 
 
@@ -336,7 +339,7 @@ def _sched_findings(rep: ScheduleCheckReport, raw: dict) -> list[Finding]:
     if never_warm:
         out.append(Finding(
             failure_mode="lr_too_low", confidence=0.5,
-            summary=(f"the LR is still rising at the end of the run: it reaches its peak {_g(peak)} only at step "
+            summary=(f"{STILL_WARMING}: it reaches its peak {_g(peak)} only at step "
                      f"{rep.peak_step} of {H}, so most steps run far below it"),
             evidence=[Evidence(what="LR at step 0", value=_r(first), source=src),
                       Evidence(what="peak step", value=rep.peak_step, source=src),

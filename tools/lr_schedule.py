@@ -85,7 +85,10 @@ def _step(x: float) -> int | float:
 def schedule_findings(lr: Curve, loss: Curve | None, nan_step: float | None, shape: str | None,
                       config: Config) -> list[Finding]:
     """Findings about the LR schedule the log shows (lr_too_high / lr_too_low), each naming its step."""
-    pts = [(s, m, lo, hi) for s, m, lo, hi in zip(lr.steps, lr.mean, lr.lo, lr.hi) if math.isfinite(m)]
+    # by step: a line whose shape the parser held back (nanoGPT's first "step 0: ... lr" eval line) lands
+    # after later points, and read in that order it looks like a 51x drop
+    pts = sorted(((s, m, lo, hi) for s, m, lo, hi in zip(lr.steps, lr.mean, lr.lo, lr.hi) if math.isfinite(m)),
+                 key=lambda p: p[0])
     if len(pts) < 3:
         return []
     steps = [p[0] for p in pts]

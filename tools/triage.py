@@ -368,35 +368,41 @@ LR_PROBE_FACTOR = 30.0  # the second one-batch test's LR, in multiples of the us
 LITTLE_PROGRESS = 0.75  # the run's loss ended above this fraction of where it started: it barely learnt
 
 
-def lr_too_low_from(slow: "probes.OverfitReport", faster: "probes.OverfitReport", log_loss) -> list[Finding]:
-    """lr_too_low when the batch the model could not memorise at its LR is memorised at a larger one.
+def learns_faster(slow: "probes.OverfitReport", other: "probes.OverfitReport") -> bool:
+    """The one-batch test at another LR memorised the batch, or got most of the way where the run's LR got a
+    fraction of it."""
+    fell, fell_other = slow.drop_fraction, other.drop_fraction
+    return other.passed or (is_finite(fell_other) and is_finite(fell) and fell_other >= 0.6
+                            and fell_other >= 2 * max(fell, 0.0))
 
-    Two signals must agree for a verdict (>= 0.5): that experiment, and a run whose logged loss barely fell.
-    A healthy fine-tune at a small LR crawls on one batch too, but its log shows it learning.
-    """
-    fell, fell_faster = slow.drop_fraction, faster.drop_fraction
-    # memorised, or got most of the way where the run's LR got a fraction of it
-    if not (faster.passed or (is_finite(fell_faster) and is_finite(fell) and fell_faster >= 0.6
-                              and fell_faster >= 2 * max(fell, 0.0))):
-        return []
+
+def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss) -> Finding:
+    """lr_too_low (or lr_too_high) when the batch the model could not learn at its LR is learnt at a larger (smaller)
+    one. Two signals must agree for a verdict (>= 0.5): that experiment, and a run whose logged loss barely fell.
+    A healthy fine-tune at a small LR crawls on one batch too, but its log shows it learning."""
+    mode = "lr_too_low" if other.lr > slow.lr else "lr_too_high"
+    factor = other.lr / slow.lr
+    label = f"{factor:g}x" if factor > 1 else f"1/{1 / factor:g}"
+    fell, fell_other = max(slow.drop_fraction or 0.0, 0.0), other.drop_fraction
     evidence = [Evidence(what=f"one-batch loss at lr {slow.lr:.3g} (the run's)", value=f"{slow.outcome}: "
                          f"{_fmt(slow.initial_loss)} -> {_fmt(slow.final_loss)} in {slow.steps_run} steps",
                          source="overfit_test"),
-                Evidence(what=f"one-batch loss at lr {faster.lr:.3g} ({LR_PROBE_FACTOR:g}x)",
-                         value=f"{faster.outcome}: {_fmt(faster.initial_loss)} -> {_fmt(faster.final_loss)} in "
-                               f"{faster.steps_run} steps", source="overfit_test")]
+                Evidence(what=f"one-batch loss at lr {other.lr:.3g} ({label})",
+                         value=f"{other.outcome}: {_fmt(other.initial_loss)} -> {_fmt(other.final_loss)} in "
+                               f"{other.steps_run} steps", source="overfit_test")]
     first, last = _first_last(log_loss)
     if stalled(log_loss):
         evidence.append(Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
                                  source="log_metrics"))
-    return [Finding(
-        failure_mode="lr_too_low", confidence=0.75 if stalled(log_loss) else 0.45, evidence=evidence,
-        summary=(f"at {LR_PROBE_FACTOR:g}x its LR the model learns one batch "
-                 f"({fell_faster:.0%} of the loss gone) where its own LR gets {max(fell, 0.0):.0%}"
+    fix = (f"Raise the LR toward {slow.lr * 10:.3g}-{other.lr:.3g}" if mode == "lr_too_low" else
+           f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
+    return Finding(
+        failure_mode=mode, confidence=0.75 if stalled(log_loss) else 0.45, evidence=evidence,
+        summary=(f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone) where its own "
+                 f"LR gets {fell:.0%}"
                  + (f", and the run's loss barely fell ({_fmt(first)} -> {_fmt(last)})" if stalled(log_loss) else
                     "; the log does not show a stalled run, so this is a hypothesis")),
-        fix=f"Raise the LR toward {slow.lr * 10:.3g}-{faster.lr:.3g} (run lr_range_test to place it) and re-run",
-        location="optimizer lr")]
+        fix=fix, location="optimizer lr")
 
 
 # Findings read off the model's insides (gradient scale across layers, the share of ReLU units at zero at one
@@ -409,6 +415,8 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     """A model that memorises one batch, in a run whose logged loss falls, has gradients that reach where they
     must and units that work: a per-layer scale pattern or idle units alone are then a hypothesis, not a
     verdict (a conv autoencoder's first layer gets a gradient 1000x smaller than its last and trains fine)."""
+    from tools.loop_checks import STILL_WARMING
+
     learns = overfit is not None and getattr(overfit, "passed", False) and (log_loss is None or not stalled(log_loss))
     if not learns:
         return findings
@@ -417,7 +425,10 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
         f", the run's {log_loss.name} fell {_fmt(first)} -> {_fmt(last)}" if log_loss is not None else "")
     out = []
     for f in findings:
-        if f.failure_mode in INSIDE_ONLY and f.confidence >= VERDICT:
+        # a run that stops during its warmup while its loss still falls is short, not broken (issue 13's healthy
+        # "warmup still in progress")
+        warming = f.failure_mode == "lr_too_low" and f.summary.startswith(STILL_WARMING)
+        if (f.failure_mode in INSIDE_ONLY or warming) and f.confidence >= VERDICT:
             f = f.model_copy(update={
                 "confidence": VERDICT - 0.05,
                 "summary": f"{f.summary} (but the model learns: {seen_learning})",
@@ -626,10 +637,17 @@ async def run_triage(
         left = t - (time.monotonic() - began)
         if rep.outcome not in ("slow", "flat") or not is_finite(rep.lr) or rep.lr <= 0 or left < 10:
             return rep
-        if log_loss() is not None and not stalled(log_loss()):
-            return rep  # the run learns: a second test could only add a hypothesis, not a verdict
+        # which way is the LR off? a tenth of it first: Adam at too high an LR crawls on one batch too
+        lower = await probes.overfit_test(w, target, 200, rep.lr / 10, py, left, prog)
+        if learns_faster(rep, lower):
+            rep.findings = [f for f in rep.findings if f.failure_mode != "lr_too_low"] + [lr_off(rep, lower, log_loss())]
+            return rep
+        left = t - (time.monotonic() - began)
+        if (log_loss() is not None and not stalled(log_loss())) or left < 10:
+            return rep  # the run learns: a larger LR could only add a hypothesis, not a verdict
         faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
-        rep.findings.extend(lr_too_low_from(rep, faster, log_loss()))
+        if learns_faster(rep, faster):
+            rep.findings.append(lr_off(rep, faster, log_loss()))
         return rep
 
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
