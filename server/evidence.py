@@ -12,9 +12,8 @@ from server.core import READS, Python, progress_reporter, reply, tool, ws
 from tools.gpu import GpuStatusReport, gpu_status as _gpu_status
 from tools.logs import LogMetricsReport, TailLogReport, log_metrics as _log_metrics, tail_log as _tail_log
 from tools.processes import ProcessCheckReport, process_check as _process_check, read_flight_recorder
-from tools.ranks import is_rank_spec, metrics_ranks, rank_files, tail_ranks
+from tools.ranks import is_rank_spec, log_source, metrics_ranks, rank_files, tail_ranks
 from tools.slurm import slurm_check as _slurm_check
-from tools.stores import resolve_log
 
 
 @tool(title="Tail a training log", hints=READS, group="core")
@@ -40,9 +39,8 @@ async def log_metrics(
 ) -> Annotated[CallToolResult, LogMetricsReport]:
     """Every metric series of a training log or metrics store summarised, the loss curve's shape (converged,
     plateau, diverging, nan_death, ...) and LR-schedule findings. The shape picks the triage branch."""
-    w = ws()
-    ranked = rank_files(w, path) if is_rank_spec(w, path) else None
-    file = None if ranked else resolve_log(w, path)
+    source = log_source(ws(), path)
+    ranked, file = (source, None) if isinstance(source, list) else (None, source)
     report_progress = progress_reporter(ctx)
     stop = threading.Event()
 
@@ -51,7 +49,7 @@ async def log_metrics(
 
     try:
         report = await anyio.to_thread.run_sync(
-            lambda: metrics_ranks(ranked, names, plot, path, w.root, progress, stop.is_set) if ranked else
+            lambda: metrics_ranks(ranked, names, plot, path, ws().root, progress, stop.is_set) if ranked is not None else
             _log_metrics(file, names, plot, progress=progress, cancelled=stop.is_set, run=run), abandon_on_cancel=True)
     except BaseException:
         stop.set()  # a cancelled call stops its parsing thread at the next chunk

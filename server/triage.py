@@ -8,8 +8,7 @@ from pydantic import Field
 
 from server.core import READS, RUNS_SCRIPT, progress_reporter, reply, tool, ws
 from server.probes import Command, Python, Target, _command, _target
-from tools.ranks import is_rank_spec, rank_files
-from tools.stores import resolve_log
+from tools.ranks import log_source
 from tools.static_scan import StaticScanReport, static_scan as _static_scan
 from tools.triage import TriageReport, run_triage, source_paths_for
 
@@ -38,7 +37,7 @@ async def triage(
     """The whole decision tree in one call: pass the target AND the command AND the log. Cheap checks, then the probes
     the evidence calls for, within budget_s. Ranked findings and next_steps."""
     w = ws()
-    log_file = None if not log_path else rank_files(w, log_path) if is_rank_spec(w, log_path) else resolve_log(w, log_path)
+    log_file = log_source(w, log_path) if log_path else None
     sources = source_paths if source_paths is not None else source_paths_for(target, command, w.root)
     rep = await run_triage(w.root, _target(target), _command(command), log_file, log_path,
                            [w.read_path(p) for p in sources], python, budget_s, progress_reporter(ctx),

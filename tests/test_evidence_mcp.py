@@ -58,7 +58,7 @@ def test_evidence_tools_over_stdio_answer_and_refuse_bad_input_clearly(evidence_
             assert EVIDENCE_TOOLS <= set(tools)
             for name in EVIDENCE_TOOLS:
                 assert tools[name].output_schema, f"{name} has no outputSchema"
-                assert len(tools[name].description) > 200  # written for the calling agent
+                assert 80 < len(tools[name].description) <= 320  # for the calling agent, and short (issue 15)
 
             r = await c.call_tool("tail_log", {"path": "logs/train.log", "lines": 10})
             assert not r.is_error

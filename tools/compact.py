@@ -11,7 +11,8 @@ structured content. `summary()` shapes any report the same way, so no tool trims
   `Report.keep_all` lists are never cut); `omitted` says what was cut;
 - fields that repeat another one (`Report.summary_drops`; `list.field` for a field of every record) are left out;
 - evidence repeated under several findings is shown once, and a finding shows at most 4 facts;
-- records leave out their empty default fields (None, [], "", False);
+- records of a cut list, of `findings` and of `Report.keep_all` lists leave out their empty default
+  fields (None, [], "", False);
 - a very long string keeps its head and tail (a traceback's last frames are where it failed).
 
 The result is validated against the report's own model, so it stays valid against the tool's
@@ -162,9 +163,14 @@ class _Shaper:
               and _cost(items) > LIST_BYTES):
             keep = self.top_k(items, path)
             items, lean = [items[i] for i in keep], [lean[i] for i in keep]
-        # records repeat their empty fields once per item (a step's `findings: []`, a finding's `location: null`)
-        items = [prune_empty(x, lean[i]) if isinstance(x, dict) and isinstance(lean[i], dict) else x
-                 for i, x in enumerate(items)]
+            cut = True
+        else:
+            cut = False
+        # records of a cut list and of the lists that make the answer (findings, triage's steps) leave out their
+        # empty default fields, which they would repeat once per item; other records keep every key
+        if cut or path in self.keep_all:
+            items = [prune_empty(x, lean[i]) if isinstance(x, dict) and isinstance(lean[i], dict) else x
+                     for i, x in enumerate(items)]
         return [self.value(x, f"{path}.{i}", lean[i]) for i, x in enumerate(items)]
 
     def top_k(self, items: list[dict], path: str) -> list[int]:

@@ -806,3 +806,27 @@ def metrics_ranks(files: list[Path], names: list[str] | None, plot: bool, source
     out.ranks = rep.model_copy(update={"findings": []})
     out.findings += rep.findings
     return out
+
+
+def log_source(w: Workspace, spec: str) -> "Path | list[Path]":
+    """What a log path names: one log file, a metrics store's run directory (TensorBoard, W&B, MLflow, ...), or the
+    rank logs of a distributed run (a directory or a glob), in that order of preference."""
+    from tools import stores
+
+    if not is_rank_spec(w, spec):
+        return stores.resolve_log(w, spec)
+    try:
+        path = w.read_path(spec)
+        if path.is_dir() and stores.detect(path) is not None:
+            return path
+    except (TriageError, OSError):
+        pass  # not a store: maybe the rank logs of a distributed run
+    try:
+        files = rank_files(w, spec)
+    except TriageError as e:
+        raise TriageError(f"{spec} holds no metrics store and no rank logs ({e.what})", e.fix) from e
+    if not files:
+        raise TriageError(f"{spec} holds no metrics store and no rank logs",
+                          "Pass the log file inside it, a run directory (TensorBoard, W&B, MLflow, Lightning, HF "
+                          "Trainer, Trackio) or the rank logs of one run")
+    return files
