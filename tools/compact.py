@@ -152,6 +152,7 @@ class _Shaper:
 
     def sequence(self, items: list, path: str, lean: list | None) -> list:
         lean = lean or [None] * len(items)
+        cut = False
         if len(items) > SERIES_MAX and all(_is_numlike(x) for x in items) and any(isinstance(x, float) for x in items):
             self.summarised[path] = series_summary(items)
             return []
@@ -164,8 +165,6 @@ class _Shaper:
             keep = self.top_k(items, path)
             items, lean = [items[i] for i in keep], [lean[i] for i in keep]
             cut = True
-        else:
-            cut = False
         # records of a cut list and of the lists that make the answer (findings, triage's steps) leave out their
         # empty default fields, which they would repeat once per item; other records keep every key
         if cut or path in self.keep_all:
