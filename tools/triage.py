@@ -391,16 +391,17 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
                          value=f"{other.outcome}: {_fmt(other.initial_loss)} -> {_fmt(other.final_loss)} in "
                                f"{other.steps_run} steps", source="overfit_test")]
     first, last = _first_last(log_loss)
-    if stalled(log_loss):
+    run_stalled = stalled(log_loss)
+    if run_stalled:
         evidence.append(Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
                                  source="log_metrics"))
     fix = (f"Raise the LR toward {slow.lr * 10:.3g}-{other.lr:.3g}" if mode == "lr_too_low" else
            f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
     return Finding(
-        failure_mode=mode, confidence=0.75 if stalled(log_loss) else 0.45, evidence=evidence,
+        failure_mode=mode, confidence=0.75 if run_stalled else 0.45, evidence=evidence,
         summary=(f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone) where its own "
                  f"LR gets {fell:.0%}"
-                 + (f", and the run's loss barely fell ({_fmt(first)} -> {_fmt(last)})" if stalled(log_loss) else
+                 + (f", and the run's loss barely fell ({_fmt(first)} -> {_fmt(last)})" if run_stalled else
                     "; the log does not show a stalled run, so this is a hypothesis")),
         fix=fix, location="optimizer lr")
 
