@@ -7,7 +7,7 @@
 Drives the demo flow on a small nanoGPT-style transformer (examples/realistic/transformer_lm/baseline,
 the issue's "small transformer run") and the other tools on the galleries, each call in `detail="summary"`
 (the default) and `detail="full"` when the tool has the switch. A response's size is the characters of its
-text content plus `json.dumps` of its structured content. Also `tools/list` split into descriptions, input
+text content plus `json.dumps` of its structured content as sent (compact JSON). Also `tools/list` split into descriptions, input
 schemas and output schemas, for the whole list and for `--tools core`.
 """
 
@@ -39,7 +39,9 @@ SWEEP = "lr,seed,val_loss\n" + "".join(f"{lr},{s},{1.0 + abs(lr - 3e-4) * 100 + 
 
 def _size(result) -> tuple[int, int]:
     text = sum(len(getattr(b, "text", "") or "") for b in result.content)
-    structured = len(json.dumps(result.structured_content)) if result.structured_content is not None else 0
+    # compact JSON, characters unescaped: as the SDK sends it on the wire
+    structured = (len(json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False))
+                  if result.structured_content is not None else 0)
     return text, structured
 
 

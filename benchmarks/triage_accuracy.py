@@ -30,6 +30,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tools import compact  # noqa: E402
 from tools.triage import run_triage  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -81,6 +82,11 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
         rep = anyio.run(lambda: run_triage(ws, "train.py:make_target", command, log, log_name,
                                            [ws / "train.py"], sys.executable, budget))
         modes = [f.failure_mode for f in rep.findings]
+        # what the agent receives by default (detail='summary'), as sent: the text plus compact JSON
+        shaped = compact.summary(rep)
+        reply = len(rep.summary_text()) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False))
+        same = [(f["failure_mode"], f["confidence"]) for f in shaped["findings"]] == [
+            (f.failure_mode, compact.round_sig(f.confidence)) for f in rep.findings]
         print(f"  {run_dir.name}: {meta['failure_mode']} -> {modes[:3]} ({time.monotonic() - t:.0f} s)",
               file=sys.stderr, flush=True)
         return {"name": meta.get("name", run_dir.name), "family": meta["family"], "split": meta["split"],
@@ -89,7 +95,8 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
                 "max_alarm": max((f.confidence for f in rep.findings if f.failure_mode != "healthy"), default=0.0),
                 "seconds": time.monotonic() - t, "steps": {s.name: s.status for s in rep.steps},
                 "step_seconds": {s.name: round(s.seconds, 1) for s in rep.steps if s.status != "skipped"},
-                "top": rep.findings[0].summary[:200] if rep.findings else ""}
+                "top": rep.findings[0].summary[:200] if rep.findings else "",
+                "reply_chars": reply, "summary_same": same}
     finally:
         shutil.rmtree(ws, ignore_errors=True)
 
@@ -126,6 +133,11 @@ def table(rows: list[dict]) -> str:
             s = score(rs)
             out.append(f"| {split} | {fam} | {pct(s['top1'], s['broken'])} | {pct(s['top3'], s['broken'])} "
                        f"| {pct(s['healthy_top'], s['healthy'])} | {s['alarms']}/{s['healthy']} | {s['median_s']:.1f} |")
+    sizes = sorted(r["reply_chars"] for r in rows)
+    if sizes:
+        out += ["", f"default reply (text + compact JSON, detail='summary'): median {statistics.median(sizes):,.0f}, "
+                    f"max {sizes[-1]:,} characters, {sum(x > 4000 for x in sizes)}/{len(sizes)} above 4,000; "
+                    f"findings the same as in full: {sum(r['summary_same'] for r in rows)}/{len(rows)}"]
     return "\n".join(out)
 
 

@@ -69,3 +69,36 @@ def test_series_summary_and_downsample_on_non_finite_values():
     kept = downsample(points)
     assert len(kept) <= 32 and kept[0] == points[0] and kept[-1] == points[-1]
     assert max(points, key=lambda p: p[1]) in kept and min(points, key=lambda p: p[1]) in kept
+
+
+def test_a_remote_hypothesis_keeps_one_fact_and_no_fix():
+    def ev(m):
+        return [Evidence(what=f"{m} fact {i}", value=float(i), source="probe") for i in range(5)]
+
+    rep = GradNormReport(findings=[
+        Finding(failure_mode=m, confidence=c, summary=m, evidence=ev(m), fix="do x", avoid="not y")
+        for m, c in (("nan_inf", 0.9), ("lr_too_high", 0.6), ("bad_init", 0.3))])
+    s = summary(rep)
+    top, second, third = s["findings"]
+    assert [len(f["evidence"]) for f in s["findings"]] == [3, 3, 1]
+    rep.findings.append(Finding(failure_mode="overfitting", confidence=0.1, summary="o", evidence=ev("o")))
+    assert summary(rep)["findings"][3]["evidence"] == []
+    assert top["fix"] == second["fix"] == "do x" and "fix" not in third and "avoid" not in third
+    assert list(s["omitted"]) == ["findings"]  # one note for the rule
+    GradNormReport.model_validate(s)
+
+
+def test_triage_summary_keeps_only_the_steps_that_did_not_run_fine():
+    from tools.triage import TriageReport, TriageStep
+
+    rep = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[
+        TriageStep(name="static_scan", status="ok", seconds=0.1, summary="static scan: 1 file(s)", findings=["nan_inf"]),
+        TriageStep(name="init_loss_check", status="ok", seconds=1.0, summary="loss at init ok"),
+        TriageStep(name="nan_hook_run", status="skipped", summary="skipped: the log stays finite"),
+        TriageStep(name="overfit_test", status="timeout", seconds=9.0, summary="did not finish in 9 s")])
+    s = summary(rep)
+    assert s["steps"] == [{"name": "nan_hook_run", "status": "skipped", "summary": "skipped: the log stays finite"},
+                          {"name": "overfit_test", "status": "timeout", "summary": "did not finish in 9 s"}]
+    assert s["omitted"]["steps"] == "2 that ran fine: static_scan, init_loss_check"
+    assert rep.summary_text().startswith("triage ran 4 steps in 3.0 s: 2 ok, nan_hook_run:skipped, overfit_test:timeout")
+    assert summary(rep) and rep.steps[1].summary == "loss at init ok"  # the report itself is untouched

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from conftest import EXAMPLES, ROOT, run, stdio_client, text_of
-from tools.report import Finding
+from tools.report import Evidence, Finding
 from tools.triage import merge_findings, triage
 
 
@@ -277,3 +277,25 @@ def test_a_model_that_learns_turns_inside_findings_into_hypotheses():
     # a model that cannot memorise the batch, or a run that stalled, keeps the verdicts
     assert weigh_by_learning(found, _overfit(1e-3, "flat", 0.04, 0.04), _loss(0.029, 0.0022))[0].confidence == 0.78
     assert weigh_by_learning(found, passed, _loss(0.029, 0.028))[1].confidence == 0.8
+
+
+def test_a_nan_risk_read_from_the_code_is_a_hypothesis_when_the_logged_loss_stayed_finite():
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_log
+
+    static = Finding(failure_mode="nan_inf", confidence=0.7, summary="division by std without epsilon",
+                     evidence=[Evidence(what="code", value="x / sd", source="/ws/train.py:55"),
+                               Evidence(what="rule", value="divide_by_std_without_eps", source="static_scan")])
+    seen = Finding(failure_mode="nan_inf", confidence=0.9, summary="loss NaN at step 40",
+                   evidence=[Evidence(what="first non-finite step", value=40, source="log_metrics")])
+
+    def loss(count, nonfinite):
+        return SimpleNamespace(name="loss", count=count, nonfinite=nonfinite)
+
+    [weighed] = weigh_by_log([static], loss(200, 0))
+    assert weighed.confidence < 0.5 and "stayed finite over 200 points" in weighed.summary
+    assert weigh_by_log([seen], loss(200, 0))[0].confidence == 0.9  # measured, not read from the code
+    assert weigh_by_log([static], loss(200, 3))[0].confidence == 0.7  # the run did go non-finite
+    assert weigh_by_log([static], loss(4, 0))[0].confidence == 0.7  # too short a log to say
+    assert weigh_by_log([static], None)[0].confidence == 0.7

@@ -33,7 +33,7 @@ FAILURE_MODES: dict[str, tuple[str, str]] = {
     "missing_zero_grad": ("gradients accumulate across steps",
                           "Do not lower the LR to tame the growing steps; call optimizer.zero_grad() once per step."),
     "lr_too_high": ("divergence, oscillation, hockey stick",
-                    "Do not add an LR scheduler or switch optimizers first; verify correctness, then lower the LR by 3-10x."),
+                    "Do not add an LR scheduler or switch optimizers first: verify correctness, then lower the LR."),
     "lr_too_low": ("slow burn; update/weight ratio far below 1e-3",
                    "Do not train longer or make the model bigger; raise the LR until the update/weight ratio is near 1e-3."),
     "bad_init": ("initial loss far above the expected chance value",

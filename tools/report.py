@@ -91,6 +91,9 @@ class Report(BaseModel):
     omitted: dict[str, str] = Field(default_factory=dict)
     full_data: str | None = None
 
+    def trim_summary(self, data: dict) -> None:
+        """Leave out, in place, what the report's own dump repeats in detail='summary' (before the generic rules)."""
+
     def headline(self) -> str:
         return ""
 

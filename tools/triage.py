@@ -22,6 +22,8 @@ DECISIVE = 0.8
 # the confidence from which a finding is a verdict an agent may act on; below it, a hypothesis to confirm
 VERDICT = 0.5
 NOISE = 0.2
+# a risk the code carries that the run did not show (a NaN risk in a run whose loss stayed finite)
+RISK_ONLY = 0.3
 # A short run, not one step: update ratios mean nothing at Adam's first step (see probes.STEADY_STEP).
 GRAD_STEPS = 12
 # Steps that measure the model itself; their wording leads a merged finding because it localises.
@@ -55,6 +57,24 @@ class TriageReport(Report):
     # which step found what is in each finding's evidence sources; the seconds add up to elapsed_s
     summary_drops = ("steps.seconds", "steps.findings")
 
+    def trim_summary(self, data: dict) -> None:
+        """In detail='summary' the steps that ran fine are named in one note (what they found is in the findings,
+        whose evidence names the step; what they ruled out is in detail='full'); a skipped, failed or timed-out
+        step keeps its record with the line saying why, said once when several steps share it."""
+        steps = data.get("steps") or []
+        fine = [s["name"] for s in steps if s.get("status") == "ok"]
+        data["steps"], said = [], {}
+        for record in steps:
+            if record.get("status") == "ok":
+                continue
+            why = record.get("summary", "")
+            if why in said:
+                record["summary"] = f"as {said[why]}"
+            said.setdefault(why, record["name"])
+            data["steps"].append(record)
+        if fine:
+            data.setdefault("omitted", {})["steps"] = f"{len(fine)} that ran fine: {', '.join(fine)}"
+
     healthy: bool
     decisive_step: str | None = Field(None, description="the step whose finding ended the walk early")
     steps: list[TriageStep]
@@ -65,6 +85,13 @@ class TriageReport(Report):
     def headline(self) -> str:
         ran = ", ".join(f"{s.name}:{s.status}" for s in self.steps)
         return f"triage ran {len(self.steps)} steps in {self.elapsed_s:.1f} s ({ran})"
+
+    def short_headline(self) -> str:
+        """The headline with the steps that ran fine counted, not listed (the structured steps list them)."""
+        odd = [f"{s.name}:{s.status}" for s in self.steps if s.status != "ok"]
+        ok = len(self.steps) - len(odd)
+        return (f"triage ran {len(self.steps)} steps in {self.elapsed_s:.1f} s: {ok} ok"
+                + (f", {', '.join(odd)}" if odd else ""))
 
     def text(self) -> str:
         """The seeds' diagnosis format: most likely (~80%), alternative (~15%), also consider (~5%)."""
@@ -88,14 +115,14 @@ class TriageReport(Report):
     def summary_text(self) -> str:
         """detail='summary': the top finding in full, the others one line each (their evidence is in the
         structured content), what ran, what to do next."""
-        lines = [self.headline()]
+        lines = [self.short_headline()]
         labels = ["Most likely cause", "Alternative hypothesis", "Also consider"]
         for i, f in enumerate(self.findings):
             label = labels[i] if i < len(labels) else "Also seen"
             if i == 0:
                 lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
                 lines += [f"  Where: {f.location}"] if f.location else []
-                lines += [f"  Evidence: {e}" for e in f.evidence[:3]]
+                lines += [f"  Evidence: {_facts(f.evidence[:3])}"] if f.evidence else []
                 lines += [f"  Fix: {f.fix}"] if f.fix else []
                 lines += [f"  Avoid: {f.avoid}"] if f.avoid else []
             else:
@@ -174,6 +201,15 @@ READ_ONLY = frozenset({"static_scan", "tail_log", "log_metrics"})
 
 
 MAX_FINDINGS, MAX_EVIDENCE, MAX_SUMMARY = 6, 4, 200
+
+
+def _facts(evidence: list[Evidence]) -> str:
+    """Facts on one line, their source said once when they share it."""
+    sources = {e.source for e in evidence}
+    if len(sources) == 1 and "" not in sources:
+        plain = [str(e.model_copy(update={"source": ""})) for e in evidence]
+        return f"{'; '.join(plain)} ({sources.pop()})"
+    return "; ".join(str(e) for e in evidence)
 
 
 def _short(text: str) -> str:
@@ -438,6 +474,28 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
+STATIC_SOURCE = re.compile(r"\.py:\d+$")
+FINITE_POINTS = 10  # a logged loss this long and finite throughout shows the run did not go NaN
+
+
+def weigh_by_log(findings: list[Finding], log_loss) -> list[Finding]:
+    """A NaN risk read from the code alone (a division by std without epsilon, a log of a probability) is not
+    why this run failed when its logged loss stayed finite throughout: it stays a hypothesis, below 0.5."""
+    if log_loss is None or log_loss.nonfinite or log_loss.count < FINITE_POINTS:
+        return findings
+    out = []
+    for f in findings:
+        static_only = f.evidence and all(e.source == "static_scan" or STATIC_SOURCE.search(e.source or "")
+                                         for e in f.evidence)
+        if f.failure_mode == "nan_inf" and static_only and f.confidence > RISK_ONLY:
+            f = f.model_copy(update={
+                "confidence": RISK_ONLY,
+                "summary": f"{f.summary} (a risk in the code: the logged {log_loss.name} stayed finite over "
+                           f"{log_loss.count} points)"})
+        out.append(f)
+    return out
+
+
 def _first_last(series) -> tuple:
     return getattr(series, "first", None), getattr(series, "smoothed_last", None) or getattr(series, "last", None)
 
@@ -509,9 +567,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
-                              why="BEFORE fixing: a test that must fail now (fails_now) and pass after the fix"))
+                              why="BEFORE the fix: it must fail now (fails_now) and pass after"))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
-                              why="after the fix, once run_regression_test passes: symptom, evidence, cause, fix"))
+                              why="once the fix passes that test: symptom, evidence, cause, fix"))
     elif log_path:
         steps.append(NextStep(tool="log_metrics", args={"path": log_path, "plot": True},
                               why="nothing is broken by these checks; look at the whole curve" if already_ran else
@@ -687,7 +745,16 @@ async def run_triage(
             ("overfit_test", keep("overfit_test", overfit), 90.0),
             ("data_check", lambda t, p: probes.data_check(w, target, py, t, p), 45.0),
         ]
-    return await triage(steps, budget_s, on_progress,
-                        next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
-                                                                schedules, script_horizon()),
-                        weigh=lambda fs: weigh_by_learning(fs, seen.get("overfit_test"), log_loss()))
+    report = await triage(steps, budget_s, on_progress,
+                          next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
+                                                                  schedules, script_horizon()),
+                          weigh=lambda fs: weigh_by_log(weigh_by_learning(fs, seen.get("overfit_test"), log_loss()),
+                                                        log_loss()))
+    root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
+    for step in report.steps:
+        step.summary = step.summary.replace(root, "")
+    for f in report.findings:
+        f.location = f.location.replace(root, "") if f.location else f.location
+        for e in f.evidence:
+            e.source = e.source.replace(root, "")
+    return report
