@@ -1075,3 +1075,22 @@ def test_an_epoch_summary_line_sits_at_the_last_step_of_a_log_that_counts_steps(
     loss = next(s for s in rep.series if s.name == "train_nll")
     assert loss.first_nonfinite_step == 900, loss
     assert rep.step_source == "step"
+
+
+def test_validation_jittering_above_its_best_is_noise_not_overfitting(tmp_path):
+    """Dropout left on in evaluation: val_loss jumps +-15% between epochs around a flat floor; its smoothed end
+    sits above its best by less than one of those jumps. A steady rise of the same size is overfitting."""
+    def write(p, val):
+        with open(p, "w") as f:
+            for e in range(15):
+                for s in range(10):
+                    i = e * 10 + s
+                    f.write(f"epoch={e} step={i} train_loss={0.6 * math.exp(-i / 25) + 0.02:.4f}\n")
+                f.write(f"epoch={e} step={e * 10 + 9} val_loss={val(e):.4f}\n")
+
+    jitter = [0.17, 0.11, 0.085, 0.072, 0.066, 0.079, 0.067, 0.080, 0.068, 0.078, 0.069, 0.081, 0.067, 0.080, 0.077]
+    write(tmp_path / "j.log", lambda e: jitter[e])
+    r = log_metrics(tmp_path / "j.log")
+    assert not any(f.failure_mode == "overfitting" for f in r.findings), r.text()
+    write(tmp_path / "o.log", lambda e: 0.17 - 0.025 * e if e < 5 else 0.045 + 0.006 * (e - 4))
+    assert any(f.failure_mode == "overfitting" for f in log_metrics(tmp_path / "o.log").findings)

@@ -1121,3 +1121,46 @@ def test_a_deliberate_freeze_is_not_a_whole_model_freeze():
     assert "whole_model_requires_grad_false" not in scan(filtered)
     plain = code.replace("for x, y in loader:", "for p in net.parameters():\n    p.requires_grad = False\nfor x, y in loader:")
     assert "whole_model_requires_grad_false" in scan(plain)
+
+
+EVAL_IN_TRAIN_MODE = """
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 2))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+def evaluate(loader):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            total += nn.functional.cross_entropy(model(x), y).item()
+    return total
+
+for epoch in range(3):
+    for x, y in train_loader:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    val_loss = evaluate(val_loader)
+"""
+
+
+def test_evaluation_under_no_grad_without_eval_mode_is_flagged_only_with_dropout_or_batchnorm():
+    assert "evaluation_in_train_mode" in scan(EVAL_IN_TRAIN_MODE)
+    # model.eval() anywhere (here in the loop before evaluating), or no layer that depends on the mode: quiet
+    assert "evaluation_in_train_mode" not in scan(EVAL_IN_TRAIN_MODE.replace(
+        "    val_loss = evaluate(val_loader)", "    model.eval()\n    val_loss = evaluate(val_loader)\n    model.train()"))
+    assert "evaluation_in_train_mode" not in scan(EVAL_IN_TRAIN_MODE.replace("nn.Dropout(0.3), ", ""))
+    # a no_grad block that is not an evaluation (an EMA update) is not one either
+    ema = EVAL_IN_TRAIN_MODE.replace("def evaluate(loader):", "def ema_update(loader):").replace(
+        "val_loss = evaluate(val_loader)", "ema_update(train_loader)").replace("val_loader", "train_loader")
+    assert "evaluation_in_train_mode" not in scan(ema)
+    # a decorated helper and a config's dropout=0.0 passed by name
+    decorated = EVAL_IN_TRAIN_MODE.replace("def evaluate(loader):\n    total = 0.0\n    with torch.no_grad():\n",
+                                           "@torch.no_grad()\ndef evaluate(loader):\n    total = 0.0\n    if True:\n")
+    assert "evaluation_in_train_mode" in scan(decorated)
+    no_dropout = decorated.replace("nn.Dropout(0.3), ", "").replace("model = nn.Sequential(",
+                                                                    "dropout = 0.0\nmodel = Net(dropout=dropout) or nn.Sequential(")
+    assert "evaluation_in_train_mode" not in scan(no_dropout)

@@ -1494,6 +1494,10 @@ def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding
         return None  # validation still at (or near) its best at the end
     if v_end - v_lo < 0.1 * (max(sm[:i + 1]) - v_lo):
         return None  # a wobble near the floor, small next to how far validation fell
+    after = vy[i:]
+    jitter = _median([abs(b - a) for a, b in zip(after, after[1:])]) if len(after) > 2 else 0.0
+    if v_end - v_lo < 2 * jitter:
+        return None  # the rise is within validation's own step-to-step noise (dropout left on in eval looks so)
     ts, ty = loss.curve()
     at = [y for s, y in zip(ts, ty) if s >= vs[i]]
     if len(at) < 2 or _median(at[-max(1, len(at) // 5):]) >= at[0]:

@@ -95,6 +95,13 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("eval_without_train", "train_eval_mode", 0.75,
          "the training loop puts the model in eval() mode and nothing switches it back with train(), so dropout/batch-norm train in the wrong mode",
          "call model.train() after evaluation (or at the top of every training step)"),
+    # torch.nn.Module.eval docs: dropout and batch norm behave differently in evaluation; no_grad does not switch them
+    Rule("evaluation_in_train_mode", "train_eval_mode", 0.6,
+         "evaluation runs under no_grad, but nothing in this file calls model.eval(): dropout stays on and BatchNorm "
+         "normalises with each validation batch's own statistics (and updates its running ones with them), so the "
+         "validation numbers are noisy and pessimistic",
+         "call model.eval() before evaluating and model.train() after it (no_grad only stops the gradient)",
+         "Do not tune dropout or the LR to the noisy validation curve; measure it in eval mode first."),
     Rule("optimizer_over_submodule", "frozen_params", 0.75,
          "the optimizer is built over one submodule's parameters, so the rest of the model gets gradients but never changes",
          "build the optimizer over model.parameters() (freeze parts deliberately with requires_grad_(False))"),
@@ -1038,6 +1045,48 @@ def rule_eval_without_train(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+EVAL_WORDS = re.compile(r"(^|_|\b)(eval|evaluate|evaluation|val|valid|validate|validation|test|estimate_loss)"
+                        r"($|_|\b|\d)", re.I)
+MODE_LAYERS = re.compile(r"(Dropout[123]?d?|AlphaDropout|BatchNorm[123]d|SyncBatchNorm)$")
+
+
+def _no_grad(node: ast.AST) -> bool:
+    text = _src(node)
+    return text.endswith(("no_grad()", "inference_mode()", "no_grad", "inference_mode"))
+
+
+def _has_mode_layers(f: ParsedFile) -> bool:
+    """Dropout or BatchNorm built in this file, F.dropout called, or a `dropout=` above zero passed."""
+    for n in f.nodes:
+        if isinstance(n, (ast.Attribute, ast.Name)) and MODE_LAYERS.search(n.attr if isinstance(n, ast.Attribute) else n.id):
+            return True
+        if isinstance(n, ast.Call) and _src(n.func).endswith("F.dropout"):
+            return True
+        if isinstance(n, ast.keyword) and n.arg in ("dropout", "p_drop", "drop_rate"):
+            values = f.values_of(n.value) or [n.value]  # dropout=dropout, with `dropout = 0.0` set above
+            if not all(isinstance(v, ast.Constant) and v.value == 0 for v in values):
+                return True
+    return False
+
+
+def rule_evaluation_in_train_mode(f: ParsedFile) -> list[Hit]:
+    if any(_method_call(n, "eval") or (_method_call(n, "train") and (
+            any(_src(a) == "False" for a in n.args) or any(_src(k.value) == "False" for k in n.keywords)))
+           for n in f.nodes) or not _has_mode_layers(f):
+        return []
+    for n in f.nodes:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_no_grad(d) for d in n.decorator_list) \
+                and EVAL_WORDS.search(n.name):
+            return [(n, "evaluation_in_train_mode")]
+        if isinstance(n, ast.With) and any(_no_grad(item.context_expr) for item in n.items):
+            scope = f.scope_of.get(n)
+            name = getattr(scope, "name", "")
+            body = "\n".join(_src(b) for b in n.body)
+            if EVAL_WORDS.search(name) or EVAL_WORDS.search(body):
+                return [(n, "evaluation_in_train_mode")]
+    return []
+
+
 def _is_optimizer_ctor(call: ast.Call) -> bool:
     return _name(call) in OPTIMIZERS and ("optim" in _src(call.func) or isinstance(call.func, ast.Name))
 
@@ -1925,6 +1974,7 @@ SMALL_RANK_BATCH = 16  # BatchNorm's statistics get noisy well below this (SyncB
 
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
+                  rule_evaluation_in_train_mode,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data]
