@@ -299,3 +299,18 @@ def test_a_nan_risk_read_from_the_code_is_a_hypothesis_when_the_logged_loss_stay
     assert weigh_by_log([static], loss(200, 3))[0].confidence == 0.7  # the run did go non-finite
     assert weigh_by_log([static], loss(4, 0))[0].confidence == 0.7  # too short a log to say
     assert weigh_by_log([static], None)[0].confidence == 0.7
+
+
+def test_labels_without_signal_explain_a_stalled_run_so_lr_too_low_stays_a_hypothesis():
+    from tools.triage import NO_LABEL_SIGNAL, weigh_by_labels
+
+    lr = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr",
+                 summary="at 30x its LR the model learns one batch, and the run's loss barely fell")
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs")
+    weighed = {f.failure_mode: f for f in weigh_by_labels([lr, labels])}
+    assert weighed["lr_too_low"].confidence < 0.5 < weighed["data_pipeline"].confidence
+    assert "labels carry no signal" in weighed["lr_too_low"].summary
+    # without that finding (or with a weak one) the LR verdict stands
+    assert weigh_by_labels([lr])[0].confidence == 0.75
+    assert weigh_by_labels([lr, labels.model_copy(update={"confidence": 0.4})])[0].confidence == 0.75

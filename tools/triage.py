@@ -474,6 +474,25 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
+NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"  # tools.probes.data_check's finding
+
+
+def weigh_by_labels(findings: list[Finding]) -> list[Finding]:
+    """Labels that carry no signal (data_check: real labels generalise no better than permuted ones) stall a run at
+    any LR: the stalled log is then not a second signal for lr_too_low, which stays a hypothesis."""
+    if not any(f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary and f.confidence >= VERDICT
+               for f in findings):
+        return findings
+    out = []
+    for f in findings:
+        if f.failure_mode == "lr_too_low" and f.location == "optimizer lr" and f.confidence >= VERDICT:
+            f = f.model_copy(update={
+                "confidence": VERDICT - 0.05,
+                "summary": f"{f.summary} (but the labels carry no signal, see data_check: a run on them stalls at any LR)"})
+        out.append(f)
+    return out
+
+
 STATIC_SOURCE = re.compile(r"\.py:\d+$")
 FINITE_POINTS = 10  # a logged loss this long and finite throughout shows the run did not go NaN
 
@@ -748,8 +767,8 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon()),
-                          weigh=lambda fs: weigh_by_log(weigh_by_learning(fs, seen.get("overfit_test"), log_loss()),
-                                                        log_loss()))
+                          weigh=lambda fs: weigh_by_labels(weigh_by_log(
+                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss())))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")
