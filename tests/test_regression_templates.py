@@ -528,3 +528,29 @@ def test_a_nan_regression_test_runs_the_script_as_far_as_the_nan_the_run_met(wor
     assert report.fails_now, report.text()
     (workspace / "train.py").write_text("BUG = False\n" + textwrap.dedent(LATE_NAN_LOOP))
     assert _rerun(workspace, report.path).passes_now
+
+
+def test_an_evaluation_left_in_train_mode_is_caught_by_a_test_of_the_users_evaluate(workspace, no_stray_processes):
+    """The dev run sensor_eval_dropout_on: evaluate() runs under no_grad but never calls model.eval(). Triage
+    suggests the train_eval_mode test on the user's own evaluate() (phase='eval'); it fails on the bug, passes on
+    train_fixed.py."""
+    from tools.report import Evidence, Finding
+    from tools.triage import suggest_next
+
+    run = Path(__file__).resolve().parents[1] / "examples" / "realistic" / "tabular" / "sensor_eval_dropout_on"
+    for name in ("train.py", "machine_readings.csv"):
+        shutil.copy(run / name, workspace / name)
+    top = Finding(failure_mode="train_eval_mode", confidence=0.6, summary="evaluation_in_train_mode: ...",
+                  location=str(workspace / "train.py") + ":151",
+                  evidence=[Evidence(what="rule", value="evaluation_in_train_mode", source="static_scan")])
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, workspace=workspace)
+                if s.tool == "write_regression_test")
+    assert args["function"] == "train.py:evaluate" and args["params"] == {"phase": "eval"}
+    report = _write(workspace, target_file=workspace / "train.py", function_file=workspace / "train.py", **args)
+    assert report.catches_bug, report.text()
+    failed = [c for c in report.cases if c.outcome == "failed"]
+    assert [c.test for c in failed] == ["test_model_is_in_eval_mode_during_evaluation"], report.text()
+    assert "ran in train mode during train.py:evaluate" in failed[0].message
+    shutil.copy(run / "train_fixed.py", workspace / "train.py")
+    after = _rerun(workspace, report.path)
+    assert after.passes_now, after.text()

@@ -80,7 +80,9 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "falls on one batch, and pad positions get no gradient.",
        {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None}, ("_target", "_sequence")),
     _T("train_eval_mode", "target",
-       "Every module is in train mode during the training step (FUNCTION if given, else loss + backward).", {}),
+       "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
+       "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation.",
+       {"phase": "train"}),
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "class ids start at 0; per-row lengths match each row's padding; with check_scale, every input feature is "
@@ -732,7 +734,8 @@ FUNCTION_HINT = {
     "data_leakage": "your model class, e.g. function='model.py:GPT' (the causality probe)",
     "nan_inf": "the function that produced the first NaN, e.g. function='model.py:entropy' (edge inputs)",
     "missing_zero_grad": "your train step, e.g. function='train.py:train_step' (with target=)",
-    "train_eval_mode": "your train step, e.g. function='train.py:train_step' (with target=)",
+    "train_eval_mode": "your train step, e.g. function='train.py:train_step' (with target=), or your evaluation "
+                       "with params={'phase': 'eval'}, e.g. function='train.py:evaluate'",
 }
 KNOBS = {
     "nan_inf": "more steps or edge inputs: params={'steps': 500, 'input_edges': ['zeros', 'constant_rows']}",
@@ -807,6 +810,8 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
     if command:
         check_command(command, workspace_root)
     used = {what for b in plan.bodies for what in b.uses.split("+")}
+    if function and any(b.name == FUNCTION_FOR.get(failure_mode) for b in plan.bodies):
+        used.add("function")  # a target template that runs FUNCTION when given (train_eval_mode)
     # what no body exercises stays out of the file (a factory beside a loop-only test is not imported)
     target = _portable(target, target_file, workspace_root) if "target" in used else None
     function = _portable(function, function_file, workspace_root) if "function" in used else None

@@ -6,6 +6,7 @@ A step whose finding is decisive (confidence >= DECISIVE) ends the probing; the 
 log are always read because they are cheap and they corroborate.
 """
 
+import ast
 import os
 import re
 import time
@@ -553,9 +554,27 @@ NEXT_FOR = {
 }
 
 
+def enclosing_function(location: str | None, workspace: Path | None) -> str | None:
+    """'train.py:evaluate' for a location 'train.py:152' (absolute or workspace-relative) inside `def evaluate`."""
+    m = re.match(r"(.+\.py):(\d+)$", location or "")
+    if not m or workspace is None:
+        return None
+    path, line = Path(m.group(1)), int(m.group(2))
+    path = path if path.is_absolute() else workspace / path
+    try:
+        tree = ast.parse(path.read_text())
+        rel = path.resolve().relative_to(workspace.resolve())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    inside = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and min([n.lineno] + [d.lineno for d in n.decorator_list]) <= line <= (n.end_lineno or n.lineno)]
+    return f"{rel}:{max(inside, key=lambda n: n.lineno).name}" if inside else None
+
+
 def suggest_next(findings: list[Finding], target: str | None, log_path: str | None,
                  already_ran: frozenset[str] = frozenset(), command: list[str] | None = None,
-                 schedule_fns: list[str] | None = None, nan_step: int | None = None) -> list[NextStep]:
+                 schedule_fns: list[str] | None = None, nan_step: int | None = None,
+                 workspace: Path | None = None) -> list[NextStep]:
     steps: list[NextStep] = []
     for f in findings[:2]:
         if f.failure_mode == "healthy":
@@ -583,6 +602,11 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "nan_inf" and command and nan_step and nan_step > SCRIPT_STEPS_DEFAULT:
             # the script test must run as far as the NaN the run met, with some slack
             args["params"] = {"script.steps": min(NAN_STEPS_MAX, int(nan_step * 1.2) + 10)}
+        evaluation = enclosing_function(top.location, workspace) if target and any(
+            e.value == "evaluation_in_train_mode" for e in top.evidence) else None
+        if top.failure_mode == "train_eval_mode" and evaluation:
+            # the bug is in the user's evaluation: the test runs it and checks the mode its layers see
+            args.update(function=evaluation, params={"phase": "eval"})
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
@@ -766,7 +790,7 @@ async def run_triage(
         ]
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
-                                                                  schedules, script_horizon()),
+                                                                  schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_labels(weigh_by_log(
                               weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss())))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
