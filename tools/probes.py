@@ -1155,9 +1155,12 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
 
 
 async def data_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,
-                     on_progress: ProgressFn | None = None) -> DataCheckReport:
+                     on_progress: ProgressFn | None = None, lr_scale: float = 1.0) -> DataCheckReport:
+    """`lr_scale` multiplies the user's LR in the real-vs-permuted-labels trainings (triage: the LR a one-batch
+    test learnt at, when the user's own was too small to learn anything)."""
     _need_target(target)
-    raw, err, oc = await _run("mltriage_data_check.py", {"target": target}, workspace_root, python, timeout_s,
+    args = {"target": target, **({"lr_scale": lr_scale} if lr_scale != 1.0 else {})}
+    raw, err, oc = await _run("mltriage_data_check.py", args, workspace_root, python, timeout_s,
                               on_progress, "data_check")
     if err:
         return _error_report(DataCheckReport, err, oc, target=target)

@@ -478,20 +478,25 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
 NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"  # tools.probes.data_check's finding
 
 
-def weigh_by_labels(findings: list[Finding]) -> list[Finding]:
-    """Labels that carry no signal (data_check: real labels generalise no better than permuted ones) stall a run at
-    any LR: the stalled log is then not a second signal for lr_too_low, which stays a hypothesis."""
-    if not any(f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary and f.confidence >= VERDICT
-               for f in findings):
+def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
+    """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
+    test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
+    copy learns anything. `at_lr` is data_check re-run at the LR the one-batch test learnt at: real labels that
+    clearly generalise there (held-out loss 10% under init and under the permuted copy's) clear the data, the first
+    comparison only showed the LR. Labels without signal there decide nothing: 40 steps at that LR may still be
+    too few to learn (a toy MLP at 1e-5 learns nothing at 30x it either)."""
+    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary), None)
+    if no_signal is None or at_lr is None:
         return findings
-    out = []
-    for f in findings:
-        if f.failure_mode == "lr_too_low" and f.location == "optimizer lr" and f.confidence >= VERDICT:
-            f = f.model_copy(update={
-                "confidence": VERDICT - 0.05,
-                "summary": f"{f.summary} (but the labels carry no signal, see data_check: a run on them stalls at any LR)"})
-        out.append(f)
-    return out
+    r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
+    if not (all(is_finite(v) for v in (r, p, i0)) and r < 0.9 * i0 and r < p - 0.05 * i0):
+        return findings
+    fact = Evidence(what=f"held-out loss at {LR_PROBE_FACTOR:g}x the LR: real labels / permuted / init",
+                    value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
+    return [f.model_copy(update={
+        "confidence": RISK_ONLY, "evidence": f.evidence + [fact],
+        "summary": f"{f.summary}, but only at the run's LR: at {LR_PROBE_FACTOR:g}x it, real labels generalise and "
+                   "permuted ones do not (the LR, not the labels)"}) if f is no_signal else f for f in findings]
 
 
 STATIC_SOURCE = re.compile(r"\.py:\d+$")
@@ -750,6 +755,9 @@ async def run_triage(
         faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
         if learns_faster(rep, faster):
             rep.findings.append(lr_off(rep, faster, log_loss()))
+            left = t - (time.monotonic() - began)
+            if left >= 10:  # at an LR that learns, do the labels carry signal? (see weigh_by_labels)
+                seen["labels_at_lr"] = await probes.data_check(w, target, py, left, None, LR_PROBE_FACTOR)
         return rep
 
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
@@ -792,7 +800,8 @@ async def run_triage(
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_labels(weigh_by_log(
-                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss())))
+                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss()),
+                              seen.get("labels_at_lr")))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

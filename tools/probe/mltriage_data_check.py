@@ -65,8 +65,9 @@ def leakage(x: torch.Tensor, y: torch.Tensor):
     return score
 
 
-def alignment(target, model, batches, label, steps):
-    """Held-out loss of a copy trained on the real labels vs a copy trained on permuted labels."""
+def alignment(target, model, batches, label, steps, lr_scale=1.0):
+    """Held-out loss of a copy trained on the real labels vs a copy trained on permuted labels (each at the user's
+    LR times lr_scale: at an LR too small to learn, neither copy learns and the comparison says nothing)."""
     if len(batches) < 3:
         return {"skipped": "needs at least 3 distinct batches (2 to train, 1 held out)"}
     train, held = batches[:-1], batches[-1]
@@ -84,6 +85,8 @@ def alignment(target, model, batches, label, steps):
         m.load_state_dict(state)
         m.train()
         opt = target.make_optimizer(m.parameters())
+        for group in opt.param_groups:
+            group["lr"] = group["lr"] * lr_scale
         first = last = None
         t0 = time.monotonic()
         for i in range(steps):
@@ -224,7 +227,8 @@ def run(job):
         report["alignment"] = {"skipped": "the loss target is the input itself (an autoencoder): no labels to permute"}
     elif label is not None:
         try:
-            report["alignment"] = alignment(target, model, batches, label, int(a.get("align_steps", 40)))
+            report["alignment"] = alignment(target, model, batches, label, int(a.get("align_steps", 40)),
+                                            float(a.get("lr_scale", 1.0)))
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
             report["alignment"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     else:
