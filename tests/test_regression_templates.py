@@ -554,3 +554,40 @@ def test_an_evaluation_left_in_train_mode_is_caught_by_a_test_of_the_users_evalu
     shutil.copy(run / "train_fixed.py", workspace / "train.py")
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()
+
+
+ARGPARSE_SCRIPT = '''import argparse
+
+import torch
+import torch.nn as nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, default=LR)
+p.add_argument("--steps", type=int, default=50)
+
+
+def make_target():
+    args = p.parse_args([])  # the factory reads the script's own defaults
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
+    return {"model": model, "batch": (x, y), "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+            "optimizer": torch.optim.SGD(model.parameters(), lr=args.lr), "num_classes": 2}
+
+
+if __name__ == "__main__":
+    print(p.parse_args())
+'''
+
+
+def test_a_factory_that_reads_a_top_level_argparse_parser_loads_in_the_test(workspace, no_stray_processes):
+    """pump_vibration_probe_bert_lr's make_target() calls p.parse_args([]) on a parser built at top level; the
+    test's loader used to drop `p = argparse.ArgumentParser()` and the add_argument calls as 'running code'."""
+    (workspace / "train.py").write_text(ARGPARSE_SCRIPT.replace("LR", "1e-7"))
+    report = _write(workspace, failure_mode="lr_too_low", target="train.py:make_target",
+                    target_file=workspace / "train.py", template="update_ratio")
+    assert report.catches_bug, report.text()
+    [case] = [c for c in report.cases if c.outcome == "failed"]
+    assert "the learning rate is too low" in case.message and "NameError" not in case.message
+    (workspace / "train.py").write_text(ARGPARSE_SCRIPT.replace("LR", "0.05"))
+    assert _rerun(workspace, report.path).passes_now
