@@ -307,7 +307,8 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
     drops to a risk); labels without signal there decide nothing (30x may still be too small for its 40 steps)."""
     from types import SimpleNamespace
 
-    from tools.triage import NO_LABEL_SIGNAL, weigh_by_labels
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import weigh_by_labels
 
     lr = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr",
                  summary="at 30x its LR the model learns one batch, and the run's loss barely fell")

@@ -1059,6 +1059,10 @@ def _one_based_labels(lab: LabelStat | None, src: str) -> Finding | None:
         location=lab.name)
 
 
+# the label test's finding; triage.weigh_by_labels finds it by this phrase
+NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -1145,7 +1149,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
             and not diverged:
         rep.findings.append(Finding(
             failure_mode="data_pipeline", confidence=0.65,
-            summary="training on the real labels generalises no better than training on permuted labels: the labels do not match the inputs",
+            summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
             evidence=[Evidence(what="held-out loss, trained on real labels", value=r, source=src),
                       Evidence(what="held-out loss, trained on permuted labels", value=p, source=src),
                       Evidence(what="held-out loss at init", value=i0, source=src)],

@@ -475,9 +475,6 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
-NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"  # tools.probes.data_check's finding
-
-
 def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
     test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
@@ -485,6 +482,8 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     clearly generalise there (held-out loss 10% under init and under the permuted copy's) clear the data, the first
     comparison only showed the LR. Labels without signal there decide nothing: 40 steps at that LR may still be
     too few to learn (a toy MLP at 1e-5 learns nothing at 30x it either)."""
+    from tools.probes import NO_LABEL_SIGNAL
+
     no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary), None)
     if no_signal is None or at_lr is None:
         return findings
