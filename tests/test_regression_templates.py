@@ -551,6 +551,7 @@ def test_an_evaluation_left_in_train_mode_is_caught_by_a_test_of_the_users_evalu
     failed = [c for c in report.cases if c.outcome == "failed"]
     assert [c.test for c in failed] == ["test_model_is_in_eval_mode_during_evaluation"], report.text()
     assert "ran in train mode during train.py:evaluate" in failed[0].message
+    assert report.path == "tests/test_evaluates_in_eval_mode.py"
     shutil.copy(run / "train_fixed.py", workspace / "train.py")
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()

@@ -547,7 +547,10 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
     if command is not None and (not command or not all(isinstance(c, str) and c for c in command)):
         raise TriageError("command is empty", "Pass the training command as a list, e.g. ['python', 'train.py']")
     bodies = plan_bodies(failure_mode, target, function, command, template)
-    slug = slug_for_test(name if name is not None else DEFAULT_NAMES.get(failure_mode, f"{failure_mode}_regression"))
+    default = DEFAULT_NAMES.get(failure_mode, f"{failure_mode}_regression")
+    if failure_mode == "train_eval_mode" and (params or {}).get("phase") == "eval":
+        default = "evaluates_in_eval_mode"  # the test is about the user's evaluation, not the training step
+    slug = slug_for_test(name if name is not None else default)
     for spec, file, what in ((target, target_file, "target"), (function, function_file, "function")):
         if spec:
             _, attr = split_spec(spec, what)
