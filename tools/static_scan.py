@@ -295,6 +295,11 @@ NO_GRAD = {"no_grad", "inference_mode"}
 GUARDS = {"clamp", "clamp_min", "clamp_", "clip", "maximum", "where", "nan_to_num"}
 
 
+def _disables_grad(expr: ast.AST) -> bool:
+    """torch.no_grad(), torch.inference_mode(), torch.set_grad_enabled(False): as a `with` or a decorator."""
+    return _name(expr) in NO_GRAD or (_name(expr) == "set_grad_enabled" and "False" in _src(expr))
+
+
 def _name(node: ast.AST) -> str:
     """The last name of a call target or expression: torch.nn.functional.softmax -> softmax."""
     if isinstance(node, ast.Call):
@@ -438,8 +443,7 @@ class ParsedFile:
     def in_no_grad(self, node: ast.AST) -> bool:
         n = self.parent.get(node)
         while n is not None and not isinstance(n, SCOPES):
-            if isinstance(n, ast.With) and any(_name(i.context_expr) in NO_GRAD or (
-                    _name(i.context_expr) == "set_grad_enabled" and "False" in _src(i.context_expr)) for i in n.items):
+            if isinstance(n, ast.With) and any(_disables_grad(i.context_expr) for i in n.items):
                 return True
             n = self.parent.get(n)
         return False
@@ -1050,11 +1054,6 @@ EVAL_WORDS = re.compile(r"(^|_|\b)(eval|evaluate|evaluation|val|valid|validate|v
 MODE_LAYERS = re.compile(r"(Dropout[123]?d?|AlphaDropout|BatchNorm[123]d|SyncBatchNorm)$")
 
 
-def _no_grad(node: ast.AST) -> bool:
-    text = _src(node)
-    return text.endswith(("no_grad()", "inference_mode()", "no_grad", "inference_mode"))
-
-
 def _has_mode_layers(f: ParsedFile) -> bool:
     """Dropout or BatchNorm built in this file, F.dropout called, or a `dropout=` above zero passed."""
     for n in f.nodes:
@@ -1075,10 +1074,10 @@ def rule_evaluation_in_train_mode(f: ParsedFile) -> list[Hit]:
            for n in f.nodes) or not _has_mode_layers(f):
         return []
     for n in f.nodes:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_no_grad(d) for d in n.decorator_list) \
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_disables_grad(d) for d in n.decorator_list) \
                 and EVAL_WORDS.search(n.name):
             return [(n, "evaluation_in_train_mode")]
-        if isinstance(n, ast.With) and any(_no_grad(item.context_expr) for item in n.items):
+        if isinstance(n, ast.With) and any(_disables_grad(item.context_expr) for item in n.items):
             scope = f.scope_of.get(n)
             name = getattr(scope, "name", "")
             body = "\n".join(_src(b) for b in n.body)
