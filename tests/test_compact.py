@@ -47,7 +47,7 @@ def test_a_curve_keeps_its_minimum_and_both_ends():
 def test_evidence_repeated_under_two_findings_is_sent_once():
     ev = [Evidence(what="loss", value=float("nan"), source="log:12"), Evidence(what="step", value=12)]
     rep = GradNormReport(findings=[Finding(failure_mode="nan_inf", confidence=0.9, summary="a", evidence=ev),
-                                   Finding(failure_mode="lr_too_high", confidence=0.4, summary="b",
+                                   Finding(failure_mode="lr_too_high", confidence=0.7, summary="b",
                                            evidence=[*ev, Evidence(what="lr", value=3.0)])])
     s = summary(rep)
     assert s["findings"][0]["evidence"][0]["value"] == "nan"
@@ -80,11 +80,23 @@ def test_a_remote_hypothesis_keeps_its_summary_only_and_the_alternative_no_avoid
         for m, c in (("nan_inf", 0.9), ("lr_too_high", 0.6), ("bad_init", 0.3))])
     s = summary(rep)
     top, second, third = s["findings"]
-    assert [len(f["evidence"]) for f in s["findings"]] == [3, 3, 0]
+    assert [len(f.get("evidence", [])) for f in s["findings"]] == [3, 3, 0]
     assert top["fix"] == second["fix"] == "do x" and top["avoid"] == "not y"
     assert "avoid" not in second and "fix" not in third and "avoid" not in third and third["summary"] == "bad_init"
+    assert "evidence" not in third  # an empty list is the schema's default: it says nothing
     assert list(s["omitted"]) == ["findings"]  # one note for the rule
     GradNormReport.model_validate(s)
+
+
+def test_a_second_finding_far_below_a_strong_top_is_remote_too():
+    def f(m, c):
+        return Finding(failure_mode=m, confidence=c, summary=m, fix="do x",
+                       evidence=[Evidence(what=f"{m} {i}", value=float(i)) for i in range(3)])
+
+    far = summary(GradNormReport(findings=[f("lr_too_low", 0.75), f("data_pipeline", 0.3)]))["findings"][1]
+    close = summary(GradNormReport(findings=[f("healthy", 0.7), f("lr_too_high", 0.45)]))["findings"][1]
+    assert "evidence" not in far and "fix" not in far and far["summary"] == "data_pipeline"
+    assert len(close["evidence"]) == 3 and close["fix"] == "do x"  # a hypothesis to check next: its facts stay
 
 
 def test_triage_summary_keeps_only_the_steps_that_did_not_run_fine():
@@ -96,8 +108,24 @@ def test_triage_summary_keeps_only_the_steps_that_did_not_run_fine():
         TriageStep(name="nan_hook_run", status="skipped", summary="skipped: the log stays finite"),
         TriageStep(name="overfit_test", status="timeout", seconds=9.0, summary="did not finish in 9 s")])
     s = summary(rep)
-    assert s["steps"] == [{"name": "nan_hook_run", "status": "skipped", "summary": "skipped: the log stays finite"},
+    assert s["steps"] == [{"name": "nan_hook_run", "status": "skipped", "summary": "the log stays finite"},
                           {"name": "overfit_test", "status": "timeout", "summary": "did not finish in 9 s"}]
     assert s["omitted"]["steps"] == "2 that ran fine: static_scan, init_loss_check"
     assert rep.summary_text().startswith("triage ran 4 steps in 3.0 s: 2 ok, nan_hook_run:skipped, overfit_test:timeout")
     assert summary(rep) and rep.steps[1].summary == "loss at init ok"  # the report itself is untouched
+
+
+def test_triage_text_names_remote_hypotheses_on_one_line():
+    from tools.triage import TriageReport
+
+    rep = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[], findings=[
+        Finding(failure_mode="lr_too_low", confidence=0.75, summary="crawls at the run's LR", fix="raise it"),
+        Finding(failure_mode="data_pipeline", confidence=0.3, summary="labels look random"),
+        Finding(failure_mode="frozen_params", confidence=0.3, summary="9 frozen", location="stem.0, stem.1, head"),
+        Finding(failure_mode="dead_units", confidence=0.6, summary="constant output"),
+        Finding(failure_mode="bad_init", confidence=0.2, summary="a flat loss can be a saturated init")])
+    text = rep.summary_text()
+    assert "Alternative hypothesis (30%): data_pipeline — labels look random" in text  # the second: its reason
+    assert "Also seen (60%): dead_units — constant output" in text  # >= 0.5 below the top two: still a line
+    assert "Less likely: frozen_params 30% at stem.0 (+2), bad_init 20%" in text
+    assert "saturated" not in text  # a remote hypothesis' reason is in the structured findings

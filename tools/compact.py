@@ -10,8 +10,8 @@ structured content. `summary()` shapes any report the same way, so no tool trims
   then the report's own ranking (`Report.rank_by`), then the original order (findings and a report's
   `Report.keep_all` lists are never cut); `omitted` says what was cut;
 - fields that repeat another one (`Report.summary_drops`; `list.field` for a field of every record) are left out;
-- evidence repeated under several findings is shown once, and a finding shows at most 3 facts (the ones
-  below the top two: none, and no fix; avoid for the top one only);
+- evidence repeated under several findings is shown once, and a finding shows at most 3 facts (none and no
+  fix below the top one and a second that contends with it; avoid for the top one only);
 - records of a cut list, of `findings` and of `Report.keep_all` lists leave out their empty default
   fields (None, [], "", False);
 - a very long string keeps its head and tail (a traceback's last frames are where it failed).
@@ -34,6 +34,7 @@ NEVER_CUT = ("findings",)  # the decision itself: every finding stays, however m
 SIG_DIGITS = 4
 TOP_K = 6
 EVIDENCE_MAX = 3  # facts shown per finding
+CONTENDER, CONTENDER_GAP = 0.5, 0.25  # a second finding this strong, or this close to the top, keeps its facts
 MIN_K = 3  # records shown from a long list even when none stands out
 SERIES_MAX = 8  # a number list longer than this is summarised
 CURVE_POINTS = 32
@@ -215,23 +216,27 @@ def prune_empty(full: dict, lean: dict) -> dict:
 
 
 def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
-    """At most EVIDENCE_MAX facts for the top two findings (the strongest come first), none for the ones below
-    (remote hypotheses: their summary says what they are); only the top finding keeps its avoid, the top two
-    their fix. The rest is in detail='full'."""
+    """At most EVIDENCE_MAX facts and the fix for the top finding and for a second one that contends with it
+    (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
+    hypotheses: the summary says what they are); only the top finding keeps its avoid. The rest is in
+    detail='full'."""
     order = sorted(range(len(findings)), key=lambda i: -findings[i].get("confidence", 0))
+    top = findings[order[0]].get("confidence", 0) if order else 0
     cut = False
     for rank, i in enumerate(order):
         f = findings[i]
-        cap = EVIDENCE_MAX if rank < 2 else 0
-        if len(f.get("evidence", [])) > cap:
-            f["evidence"], cut = f["evidence"][:cap], True
-        for field, keep in (("avoid", rank < 1), ("fix", rank < 2)):
+        conf = f.get("confidence", 0)
+        shown = rank == 0 or (rank == 1 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
+        if len(f.get("evidence", [])) > (EVIDENCE_MAX if shown else 0):
+            f["evidence"], cut = f["evidence"][:EVIDENCE_MAX if shown else 0], True
+        if "evidence" in f and not f["evidence"]:  # the schema's default: an empty list says nothing
+            del f["evidence"]
+        for field, keep in (("avoid", rank == 0), ("fix", shown)):
             if f.get(field) and not keep:
                 f.pop(field)
                 cut = True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = (f"facts beyond {EVIDENCE_MAX} per finding, all of those below the top two; avoid "
-                               "below the top one, fix below the top two")
+        omitted["findings"] = f"kept: {EVIDENCE_MAX} facts and the fix of the top and a close second, the top's avoid"
 
 
 def dedupe_evidence(findings: list[dict]) -> None:

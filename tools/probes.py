@@ -1153,8 +1153,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
             evidence=[Evidence(what="held-out loss, trained on real labels", value=r, source=src),
                       Evidence(what="held-out loss, trained on permuted labels", value=p, source=src),
                       Evidence(what="held-out loss at init", value=i0, source=src)],
-            fix=("Check that inputs and labels are shuffled/indexed together (one permutation for both, the same "
-                 "order in the dataset); if overfit_test also fails, rule out the model first")))
+            fix=("Index inputs and labels together (one permutation, one filter for both) and look at a batch; "
+                 "if overfit_test also fails, rule out the model first")))
     return rep
 
 

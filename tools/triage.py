@@ -69,6 +69,8 @@ class TriageReport(Report):
             if record.get("status") == "ok":
                 continue
             why = record.get("summary", "")
+            if record.get("status") == "skipped" and why.startswith("skipped: "):  # the status says so already
+                why = record["summary"] = why[len("skipped: "):]
             if why in said:
                 record["summary"] = f"as {said[why]}"
             said.setdefault(why, record["name"])
@@ -118,16 +120,21 @@ class TriageReport(Report):
         structured content), what ran, what to do next."""
         lines = [self.short_headline()]
         labels = ["Most likely cause", "Alternative hypothesis", "Also consider"]
+        remote = []  # below the top two and below 0.5: named with where, their reasons are in the findings
         for i, f in enumerate(self.findings):
+            if i >= 2 and f.confidence < VERDICT:
+                where = (f.location or "").split(", ")
+                where = where[0] + (f" (+{len(where) - 1})" if len(where) > 1 else "")
+                remote.append(f"{f.failure_mode} {f.confidence:.0%}" + (f" at {where}" if where else ""))
+                continue
             label = labels[i] if i < len(labels) else "Also seen"
+            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
             if i == 0:
-                lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
                 lines += [f"  Where: {f.location}"] if f.location else []
                 lines += [f"  Evidence: {_facts(f.evidence[:3])}"] if f.evidence else []
                 lines += [f"  Fix: {f.fix}"] if f.fix else []
                 lines += [f"  Avoid: {f.avoid}"] if f.avoid else []
-            else:
-                lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
+        lines += [f"Less likely: {', '.join(remote)}"] if remote else []
         lines += self._next_lines()
         return "\n".join(lines)
 
@@ -436,9 +443,8 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
            f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
     return Finding(
         failure_mode=mode, confidence=0.75 if run_stalled else 0.45, evidence=evidence,
-        summary=(f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone) where its own "
-                 f"LR gets {fell:.0%}"
-                 + (f", and the run's loss barely fell ({_fmt(first)} -> {_fmt(last)})" if run_stalled else
+        summary=(f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own "
+                 f"{fell:.0%}" + (", and the run's loss barely fell" if run_stalled else
                     "; the log does not show a stalled run, so this is a hypothesis")),
         fix=fix, location="optimizer lr")
 
@@ -614,9 +620,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
-                              why="BEFORE the fix: it must fail now (fails_now) and pass after"))
+                              why="BEFORE the fix: it must fail now, and pass after the fix"))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
-                              why="once the fix passes that test: symptom, evidence, cause, fix"))
+                              why="once that test passes on the fix"))
     elif log_path:
         steps.append(NextStep(tool="log_metrics", args={"path": log_path, "plot": True},
                               why="nothing is broken by these checks; look at the whole curve" if already_ran else
