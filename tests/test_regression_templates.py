@@ -592,3 +592,43 @@ def test_a_factory_that_reads_a_top_level_argparse_parser_loads_in_the_test(work
     assert "the learning rate is too low" in case.message and "NameError" not in case.message
     (workspace / "train.py").write_text(ARGPARSE_SCRIPT.replace("LR", "0.05"))
     assert _rerun(workspace, report.path).passes_now
+
+
+TINY_LR_FACTORY = """
+import torch
+from torch import nn
+
+LR = {lr}
+
+
+def make_target():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    return {{"model": model, "batch": (x, y), "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+            "make_optimizer": lambda params: torch.optim.SGD(params, lr=LR, momentum=0.9), "num_classes": 4}}
+"""
+
+
+def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspace, no_stray_processes):
+    """frozen_backbone_tiny_lr: SGD at 3e-5 on a fresh head passes the update-ratio band and a 50-step script run;
+    triage's own measurement (one batch crawls at the run's LR) is what the suggested test asserts, with a margin."""
+    from tools.report import Evidence, Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr", summary="crawls",
+                  evidence=[Evidence(what="one-batch loss at lr 3e-05 (the run's)", source="overfit_test",
+                                     value="slow: 1.942 -> 1.406 in 200 steps"),
+                            Evidence(what="one-batch loss at lr 0.0009 (30x)", source="overfit_test",
+                                     value="slow: 1.942 -> 0.3558 in 200 steps")])
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"],
+                                             schedule_fns=["train.py:get_lr"]) if s.tool == "write_regression_test")
+    assert args["template"] == "overfit_one_batch" and "command" not in args and "function" not in args
+    assert args["params"] == {"steps": 200, "max_final_ratio": 0.5}
+
+    (workspace / "train.py").write_text(TINY_LR_FACTORY.format(lr="3e-5"))
+    report = _write(workspace, failure_mode="lr_too_low", target=args["target"], target_file=workspace / "train.py",
+                    template=args["template"], params=args["params"])
+    assert report.catches_bug, report.text()
+    (workspace / "train.py").write_text(TINY_LR_FACTORY.format(lr="0.05"))
+    assert _rerun(workspace, report.path).passes_now

@@ -617,6 +617,15 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "train_eval_mode" and evaluation:
             # the bug is in the user's evaluation: the test runs it and checks the mode its layers see
             args.update(function=evaluation, params={"phase": "eval"})
+        measured = one_batch_at_run_lr(top) if top.failure_mode == "lr_too_low" and target else None
+        if measured:
+            # the finding rests on one batch crawling at the run's LR: the test asserts that batch is learnt, by a
+            # margin past what the buggy LR managed (the loose update-ratio band lets a 300x-too-small LR through)
+            n, ratio = measured
+            args.pop("command", None)
+            args.pop("function", None)
+            args.update(template="overfit_one_batch",
+                        params={"steps": n, "max_final_ratio": round(min(0.5, ONE_BATCH_MARGIN * ratio), 3)})
         if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
@@ -628,6 +637,21 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                               why="nothing is broken by these checks; look at the whole curve" if already_ran else
                               "no step ran (see steps): read the whole curve, or triage again with a larger budget_s"))
     return steps
+
+
+ONE_BATCH_MARGIN = 0.75  # the regression test's one-batch loss ratio must beat the buggy LR's by this factor
+ONE_BATCH_AT_RUN_LR = re.compile(r"(-?[\d.]+(?:e[-+]?\d+)?) -> (-?[\d.]+(?:e[-+]?\d+)?) in (\d+) steps")
+
+
+def one_batch_at_run_lr(f: Finding) -> tuple[int, float] | None:
+    """(steps, final/initial loss) of the one-batch test at the run's own LR, from an lr_off finding's evidence."""
+    for e in f.evidence:
+        m = ONE_BATCH_AT_RUN_LR.search(str(e.value)) if e.source == "overfit_test" and "(the run's)" in e.what else None
+        if m:
+            first, last, steps = float(m.group(1)), float(m.group(2)), int(m.group(3))
+            if first > 0 and 0 <= last and steps > 0:
+                return steps, last / first
+    return None
 
 
 SCHEDULE_NAME = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler)(_|$)|^get_lr|lr_lambda", re.I)
