@@ -242,7 +242,7 @@ def _overfit(lr, outcome, initial, final):
 
 def _loss(first, last):
     from types import SimpleNamespace  # the fields of tools.logs.SeriesStats the rule reads
-    return SimpleNamespace(name="loss", first=first, last=last, smoothed_last=last)
+    return SimpleNamespace(name="loss", first=first, last=last, smoothed_last=last, min=min(first, last))
 
 
 def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
@@ -259,6 +259,22 @@ def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
     # Adam at too high an LR crawls too: a tenth of the LR learning the batch points the other way
     too_high = lr_off(_overfit(3e-2, "slow", 4.23, 2.46), _overfit(3e-3, "passed", 4.23, 0.2), None)
     assert too_high.failure_mode == "lr_too_high" and "1/10" in too_high.summary and too_high.confidence < 0.5
+
+
+def test_a_run_at_the_floor_one_batch_stalls_at_is_the_second_signal_for_a_too_high_lr():
+    """Dev runs gpt_accum_adamw_lr3e2 and sql_char_lm_adam_lr_3e2: AdamW at 3e-2 learns, then creeps along at
+    ~1.0; one batch at that LR stalls at 1.02 while a tenth of it memorises the batch. At a workable LR one
+    batch is memorised far below the run's own loss."""
+    from tools.triage import lr_off
+
+    slow, lower = _overfit(3e-2, "slow", 4.50, 1.02), _overfit(3e-3, "passed", 4.50, 0.15)
+    floor = lr_off(slow, lower, _loss(4.2, 0.955))
+    assert floor.failure_mode == "lr_too_high" and floor.confidence >= 0.5 and "floor" in floor.summary
+    assert any(e.source == "log_metrics" and e.value == "0.955" for e in floor.evidence)
+    assert lr_off(slow, lower, _loss(4.2, 2.00)).confidence < 0.5  # one batch gets far below the run: not the LR
+    assert lr_off(slow, lower, None).confidence < 0.5  # no log: one signal only
+    crawl = lr_off(_overfit(3e-5, "slow", 1.94, 1.41), _overfit(9e-4, "slow", 1.94, 0.36), _loss(1.67, 0.40))
+    assert crawl.failure_mode == "lr_too_low" and crawl.confidence < 0.5  # the floor is about a too-high LR only
 
 
 def test_a_model_that_learns_turns_inside_findings_into_hypotheses():

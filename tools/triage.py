@@ -436,17 +436,34 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
                                f"{other.steps_run} steps", source="overfit_test")]
     first, last = _first_last(log_loss)
     run_stalled = stalled(log_loss)
+    floor = mode == "lr_too_high" and not run_stalled and at_lr_floor(slow, log_loss)
     if run_stalled:
         evidence.append(Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
                                  source="log_metrics"))
+    if floor:
+        evidence.append(Evidence(what=f"lowest logged {log_loss.name}", value=_fmt(log_loss.min), source="log_metrics"))
     fix = (f"Raise the LR toward {slow.lr * 10:.3g}-{other.lr:.3g}" if mode == "lr_too_low" else
            f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
+    said = (", and the run's loss barely fell" if run_stalled else
+            ", and one batch stalls at this LR about where the whole run's loss sits: the LR sets the floor"
+            if floor else "; the log does not show a stalled run, so this is a hypothesis")
     return Finding(
-        failure_mode=mode, confidence=0.75 if run_stalled else 0.45, evidence=evidence,
-        summary=(f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own "
-                 f"{fell:.0%}" + (", and the run's loss barely fell" if run_stalled else
-                    "; the log does not show a stalled run, so this is a hypothesis")),
-        fix=fix, location="optimizer lr")
+        failure_mode=mode, confidence=0.75 if run_stalled else 0.7 if floor else 0.45, evidence=evidence,
+        summary=f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own {fell:.0%}"
+                + said, fix=fix, location="optimizer lr")
+
+
+FLOOR_NEAR = 0.8  # one batch at the run's LR ends at least this fraction of the run's final loss
+
+
+def at_lr_floor(slow: "probes.OverfitReport", log_loss) -> bool:
+    """One batch trained at the run's LR ends about where the whole run's loss got to.
+
+    At a workable LR a single batch is memorised far below the population loss; when the LR is so high that
+    the optimizer's own noise sets the floor, one batch gets no lower than the run did. Together with a tenth
+    of the LR memorising that batch, it is the second signal a too-high-LR verdict needs."""
+    low, final = getattr(log_loss, "min", None), slow.final_loss
+    return is_finite(low) and low > 0 and is_finite(final) and final >= FLOOR_NEAR * low
 
 
 # Findings read off the model's insides (gradient scale across layers, the share of ReLU units at zero at one
