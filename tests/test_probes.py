@@ -511,6 +511,11 @@ def test_a_large_norm_from_a_summed_loss_is_not_an_explosion_but_one_per_unit_of
 
     assert explode(_snapshot(337.0, 150.0)) < 0.5  # a VAE loss summed over pixels: a hypothesis at most
     assert explode(_snapshot(215.0, 6.1)) >= 0.8
+    # dev run tide_rnn_forecast: the loss itself went 18 -> 1.6e16 in the snapshot's steps; its ratio to the
+    # norm says nothing about a summed reduction
+    blown = _snapshot(3.9e13, 1.6e16)
+    blown.loss_history = [18.4, 2.0e9, 1.6e16]
+    assert explode(blown) >= 0.8
 
 
 def test_an_unclipped_recurrent_net_is_told_to_clip_and_a_clipped_one_is_not():

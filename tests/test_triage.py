@@ -342,3 +342,24 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
     # that could not compare: both findings stand
     for again in (at_lr(2.66, 2.92, 1.38), at_lr(1.80, 1.79, 1.81), None, at_lr(None, None)):
         assert [f.confidence for f in weigh_by_labels([lr, labels], again)] == [0.75, 0.65]
+
+
+def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients_not_the_lr():
+    """Dev run tide_rnn_forecast: a tanh RNN on 200-step windows, SGD 0.15, no clipping: the norm grows x17 a step
+    to inf. Clipping alone fixes it at the same LR, so the explosion leads and 'lower the LR' follows."""
+    from types import SimpleNamespace
+    from tools.triage import weigh_by_recurrence
+
+    lr = Finding(failure_mode="lr_too_high", confidence=0.935, summary="the gradient norm grew step by step: the LR diverges")
+    ex = Finding(failure_mode="exploding_gradients", confidence=0.9,
+                 summary="global gradient norm 3.9e13 is above 10 in a recurrent net (RNN) whose loop never clips the "
+                         "gradient norm")
+    nan = Finding(failure_mode="nan_inf", confidence=0.885, summary="first non-finite value at step 24")
+    rnn = [SimpleNamespace(type="RNN"), SimpleNamespace(type="Linear")]
+    weighed = weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=False, modules=rnn))
+    assert [f.failure_mode for f in weighed][:2] == ["exploding_gradients", "lr_too_high"]
+    assert weighed[0].confidence == 0.935 and "clip first" in weighed[1].summary
+    # a loop that clips, a feed-forward net, or no script measurement: the findings stay as they were
+    assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=True, modules=rnn))[0] is lr
+    assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=False, modules=rnn[1:]))[0] is lr
+    assert weigh_by_recurrence([lr, nan, ex], None)[0] is lr

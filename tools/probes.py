@@ -279,9 +279,12 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
     gn = rep.global_grad_norm
     # a loss summed over N elements has an N times larger gradient and an N times larger value: the norm per
     # unit of loss is what does not depend on the reduction (a summed VAE loss of 150 with norm 300 is calm)
-    loss_now = next((v for v in reversed(rep.loss_history) if is_finite(v)), None)
+    finite_losses = [v for v in rep.loss_history if is_finite(v)]
+    loss_now = finite_losses[-1] if finite_losses else None
     per_loss = gn / abs(loss_now) if is_finite(gn) and loss_now else None
-    calm = per_loss is not None and per_loss <= 10  # large in absolute terms only: a hypothesis, not a verdict
+    # a loss that itself blew up (10x its first value within the snapshot) makes any ratio to it look calm
+    blew_up = len(finite_losses) > 1 and abs(loss_now) > LOSS_BLOWUP * abs(finite_losses[0])
+    calm = per_loss is not None and per_loss <= 10 and not blew_up  # large in absolute terms only: a hypothesis
     if is_finite(gn) and gn > 10:
         top = sorted([p for p in rep.params if is_finite(p.grad_norm)], key=lambda p: -p.grad_norm)[:4]
         recurrent = sorted({m.type for m in rep.modules if m.type in RECURRENT})
@@ -382,6 +385,7 @@ def _update_ratio_finding(rep: GradNormReport, src: str) -> Finding | None:
     return None
 
 
+LOSS_BLOWUP = 10.0
 RECURRENT = {"LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"}
 # an embedding's gradient reaches only the rows of the tokens in the batch: small by construction, not vanishing
 NOT_A_DEPTH_LAYER = {"Embedding", "EmbeddingBag"}

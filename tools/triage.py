@@ -498,6 +498,26 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
+def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
+    """In a recurrent net whose loop never clips (measured in the user's script), a gradient norm that blows up
+    is the recurrence's explosion, which clipping fixes (Pascanu, Mikolov & Bengio 2013); a divergence read as
+    'the LR' is then the alternative, not the cause (lowering the LR is the anti-pattern there)."""
+    from tools.probes import RECURRENT
+
+    unclipped = (script_grads is not None and getattr(script_grads, "clipped", None) is False
+                 and any(m.type in RECURRENT for m in getattr(script_grads, "modules", [])))
+    by = {f.failure_mode: f for f in findings}
+    lr, ex = by.get("lr_too_high"), by.get("exploding_gradients")
+    if not unclipped or lr is None or ex is None or "never clips" not in ex.summary or ex.confidence > lr.confidence:
+        return findings
+    lead = max(ex.confidence, lr.confidence)
+    out = [f.model_copy(update={"confidence": lead}) if f is ex else
+           f.model_copy(update={"confidence": max(0.0, lead - 0.05),
+                                "summary": f"{f.summary} (in a recurrent net that never clips: clip first)"})
+           if f is lr else f for f in findings]
+    return sorted(out, key=lambda f: -f.confidence)
+
+
 def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
     test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
@@ -832,8 +852,8 @@ async def run_triage(
                       45.0))
     if command:
         steps += [
-            ("grad_norm_snapshot:script",
-             lambda t, p: probes.grad_norm_snapshot(w, None, command, GRAD_STEPS, py, t, p), 90.0),
+            ("grad_norm_snapshot:script", keep("grad_norm_snapshot:script",
+             lambda t, p: probes.grad_norm_snapshot(w, None, command, GRAD_STEPS, py, t, p)), 90.0),
             ("nan_hook_run:script", keep("nan_hook_run:script", script_nan), 90.0),
         ]
     if target:
@@ -845,9 +865,9 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_labels(weigh_by_log(
+                          weigh=lambda fs: weigh_by_recurrence(weigh_by_labels(weigh_by_log(
                               weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss()),
-                              seen.get("labels_at_lr")))
+                              seen.get("labels_at_lr")), seen.get("grad_norm_snapshot:script")))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

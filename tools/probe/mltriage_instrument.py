@@ -134,6 +134,7 @@ class _State:
         # order of the last backward() and zero_grad() calls: zero_grad between backward and step wipes the step
         self.seq, self.last_zero_seq, self.last_backward_seq = 0, -1, -1
         self.last_loss = None
+        self.first_loss = None
         self.zeroed_before_step = 0
         self.dead_at_first = None
         self.eval_at_step, self.eval_modules = None, []
@@ -175,6 +176,8 @@ class _State:
             self.last_backward_seq = self.seq
             if t.dim() == 0:  # the loss; kept on device, read once with the report (a norm is judged per unit of it)
                 self.last_loss = t.detach()
+                if self.first_loss is None:  # and the first: a loss that blew up makes any ratio to it look calm
+                    self.first_loss = self.last_loss
             return _orig(t, *a, **k)
 
         torch.Tensor.backward = backward
@@ -470,7 +473,8 @@ class _State:
                "depth_order": self.recorder.module_order if self.recorder is not None else [],
                "activations": acts, "grad_norm_history": hist, "zero_grad_calls": self.zero_grad_calls,
                "optimizer": type(opt).__name__, "clipped": self.clipped,
-               "loss_history": [float(self.last_loss)] if self.last_loss is not None else [],
+               "loss_history": [float(x) for x in ((self.first_loss, self.last_loss) if self.first_loss is not
+                                                   self.last_loss else (self.last_loss,)) if x is not None],
                "zeroed_before_step": self.zeroed_before_step}
         if self.zero_grad_calls == 0 and k >= 3:
             rep["missing_zero_grad"] = {"steps": k, "grad_norms": hist, "growing": hist[-1] > 1.5 * hist[0]}
