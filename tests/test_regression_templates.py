@@ -612,7 +612,8 @@ def make_target():
 
 def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspace, no_stray_processes):
     """frozen_backbone_tiny_lr: SGD at 3e-5 on a fresh head passes the update-ratio band and a 50-step script run;
-    triage's own measurement (one batch crawls at the run's LR) is what the suggested test asserts, with a margin."""
+    triage's own measurement (one batch crawls at the run's LR) is what the suggested test asserts, with a margin;
+    the same for a too-high LR measured that way (gpt_accum_adamw_lr3e2: AdamW 3e-2 passes the update-ratio band)."""
     from tools.report import Evidence, Finding
     from tools.triage import suggest_next
 
@@ -625,6 +626,13 @@ def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspac
                                              schedule_fns=["train.py:get_lr"]) if s.tool == "write_regression_test")
     assert args["template"] == "overfit_one_batch" and "command" not in args and "function" not in args
     assert args["params"] == {"steps": 200, "max_final_ratio": 0.5}
+
+    too_high = top.model_copy(update={"failure_mode": "lr_too_high", "evidence": [
+        Evidence(what="one-batch loss at lr 0.03 (the run's)", source="overfit_test", value="slow: 4.497 -> 1.024 in 200 steps"),
+        Evidence(what="one-batch loss at lr 0.003 (1/10)", source="overfit_test", value="passed: 4.497 -> 0.1475 in 46 steps")]})
+    high = next(s.args for s in suggest_next([too_high], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert high["template"] == "overfit_one_batch" and high["params"] == {"steps": 200, "max_final_ratio": 0.171}
 
     (workspace / "train.py").write_text(TINY_LR_FACTORY.format(lr="3e-5"))
     report = _write(workspace, failure_mode="lr_too_low", target=args["target"], target_file=workspace / "train.py",

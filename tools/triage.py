@@ -654,10 +654,12 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "train_eval_mode" and evaluation:
             # the bug is in the user's evaluation: the test runs it and checks the mode its layers see
             args.update(function=evaluation, params={"phase": "eval"})
-        measured = one_batch_at_run_lr(top) if top.failure_mode == "lr_too_low" and target else None
+        lr_finding = top.failure_mode in ("lr_too_low", "lr_too_high")
+        measured = one_batch_at_run_lr(top) if lr_finding and target else None
         if measured:
-            # the finding rests on one batch crawling at the run's LR: the test asserts that batch is learnt, by a
-            # margin past what the buggy LR managed (the loose update-ratio band lets a 300x-too-small LR through)
+            # the finding rests on one batch stalling at the run's LR where another LR learns it: the test asserts
+            # that batch is learnt, by a margin past what the buggy LR managed (the loose update-ratio band lets a
+            # 300x-too-small SGD LR and a 50x-too-large AdamW LR through)
             n, ratio = measured
             args.pop("command", None)
             args.pop("function", None)
