@@ -558,17 +558,26 @@ def test_an_evaluation_left_in_train_mode_is_caught_by_a_test_of_the_users_evalu
 
 
 ARGPARSE_SCRIPT = '''import argparse
+import logging
+import os
 
 import torch
 import torch.nn as nn
 
+logging.basicConfig(level=logging.INFO)
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "readings.csv")
 p = argparse.ArgumentParser()
 p.add_argument("--lr", type=float, default=LR)
 p.add_argument("--steps", type=int, default=50)
 
 
+def data_path(path=DATA):
+    return path
+
+
 def make_target():
     args = p.parse_args([])  # the factory reads the script's own defaults
+    assert data_path().endswith("readings.csv")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
     x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
@@ -583,7 +592,10 @@ if __name__ == "__main__":
 
 def test_a_factory_that_reads_a_top_level_argparse_parser_loads_in_the_test(workspace, no_stray_processes):
     """pump_vibration_probe_bert_lr's make_target() calls p.parse_args([]) on a parser built at top level; the
-    test's loader used to drop `p = argparse.ArgumentParser()` and the add_argument calls as 'running code'."""
+    test's loader used to drop `p = argparse.ArgumentParser()` and the add_argument calls as 'running code'. And
+    pump_fault_sentinel / claims_sigmoid_head: a top-level logging.basicConfig() made the script look like one
+    that trains on import, and the path setting built with os.path.join, a default argument of a function the
+    factory calls, was dropped (NameError on the buggy and the fixed code alike)."""
     (workspace / "train.py").write_text(ARGPARSE_SCRIPT.replace("LR", "1e-7"))
     report = _write(workspace, failure_mode="lr_too_low", target="train.py:make_target",
                     target_file=workspace / "train.py", template="update_ratio")
