@@ -117,13 +117,15 @@ def pct(a: int, b: int) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| run | family | split | label | top-1 | top-3 | confidences | s |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| run | family | split | label | top-1 | top-3 | confidences | s | reply chars |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         top1 = r["predicted"][0] if r["predicted"] else "-"
         ok1 = "ok" if top1 == r["label"] else "MISS"
         ok3 = "ok" if r["label"] in r["predicted"] else "MISS"
         out.append(f"| {r['name']} | {r['family']} | {r['split']} | {r['label']} | {top1} ({ok1}) "
-                   f"| {', '.join(r['predicted'])} ({ok3}) | {r['confidence']} | {r['seconds']:.1f} |")
+                   f"| {', '.join(r['predicted'])} ({ok3}) | {r['confidence']} | {r['seconds']:.1f} "
+                   f"| {r.get('reply_chars', '-')} |")
     out += ["", "| split | family | broken top-1 | broken top-3 | healthy called healthy | healthy with a finding >= 0.5 | median s |",
             "|---|---|---|---|---|---|---|"]
     for split in sorted({r["split"] for r in rows}):

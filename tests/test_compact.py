@@ -93,7 +93,11 @@ def test_a_second_finding_far_below_a_strong_top_is_remote_too():
         return Finding(failure_mode=m, confidence=c, summary=m, fix="do x",
                        evidence=[Evidence(what=f"{m} {i}", value=float(i)) for i in range(3)])
 
-    far = summary(GradNormReport(findings=[f("lr_too_low", 0.75), f("data_pipeline", 0.3)]))["findings"][1]
+    far = summary(GradNormReport(findings=[f("lr_too_low", 0.75), f("data_pipeline", 0.3),
+                                           Finding(failure_mode="frozen_params", confidence=0.3, summary="frozen",
+                                                   location="enc.0, enc.1, enc.2")]))["findings"]
+    assert far[2]["location"] == "enc.0 (+2)"  # where a remote hypothesis starts is enough to look
+    far = far[1]
     close = summary(GradNormReport(findings=[f("healthy", 0.7), f("lr_too_high", 0.45)]))["findings"][1]
     assert "evidence" not in far and "fix" not in far and far["summary"] == "data_pipeline"
     assert len(close["evidence"]) == 3 and close["fix"] == "do x"  # a hypothesis to check next: its facts stay

@@ -235,8 +235,12 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
             if f.get(field) and not keep:
                 f.pop(field)
                 cut = True
+        places = (f.get("location") or "").split(", ")
+        if not shown and len(places) > 1:  # a remote hypothesis: where it starts is enough to look
+            f["location"], cut = f"{places[0]} (+{len(places) - 1})", True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = f"kept: {EVIDENCE_MAX} facts and the fix of the top and a close second, the top's avoid"
+        omitted["findings"] = (f"kept: {EVIDENCE_MAX} facts and the fix of the top and a close second, the top's "
+                               "avoid, a remote one's first place")
 
 
 def dedupe_evidence(findings: list[dict]) -> None:
