@@ -239,8 +239,8 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
         if not shown and len(places) > 1:  # a remote hypothesis: where it starts is enough to look
             f["location"], cut = f"{places[0]} (+{len(places) - 1})", True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = (f"kept: {EVIDENCE_MAX} facts and the fix of the top and a close second, the top's "
-                               "avoid, a remote one's first place")
+        omitted["findings"] = (f"{EVIDENCE_MAX} facts and fix: top and close second only; avoid: top only; "
+                               "remote: first place")
 
 
 def dedupe_evidence(findings: list[dict]) -> None:

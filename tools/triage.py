@@ -578,13 +578,13 @@ def _fmt(x) -> str:
 
 
 NEXT_FOR = {
-    "nan_inf": ("nan_hook_run", "names the first module whose output went non-finite and the inputs it choked on"),
+    "nan_inf": ("nan_hook_run", "names the first module that went non-finite, with its inputs"),
     "exploding_gradients": ("grad_norm_snapshot", "per-layer norms show which layer grows"),
     "vanishing_gradients": ("grad_norm_snapshot", "per-layer norms show where the gradient dies"),
     "broken_graph": ("grad_norm_snapshot", "lists every parameter whose grad is None or zero"),
     "frozen_params": ("grad_norm_snapshot", "flags parameters that are not in any optimizer group"),
-    "lr_too_high": ("lr_range_test", "shows where the loss diverges as the LR grows and suggests one"),
-    "lr_too_low": ("lr_range_test", "shows how far the current LR sits below the useful range"),
+    "lr_too_high": ("lr_range_test", "shows where the loss diverges and suggests an LR"),
+    "lr_too_low": ("lr_range_test", "shows how far below the useful range the LR sits"),
     "bad_init": ("init_loss_check", "names the layer whose output scale is off"),
     "data_leakage": ("data_check", "names the feature that predicts the label"),
     "data_pipeline": ("data_check", "compares real against permuted labels"),
