@@ -398,6 +398,11 @@ def test_verdicts_never_call_a_passing_or_setup_failing_test_a_catch():
     _, catches, verdict, _ = judge("failed", {"test": "a", "outcome": "failed", "kind": "exception",
                                               "message": "RuntimeError: shape"})
     assert catches and "make sure it is the bug" in verdict
+    # claims_sigmoid_head before the loader kept its path setting: the test never reached the user's loss
+    fails, catches, verdict, _ = judge("failed", {"test": "a", "outcome": "failed", "kind": "exception",
+                                                  "message": "NameError: name 'CSV_PATH' is not defined"},
+                                       mode="loss_function")
+    assert (fails, catches) == (True, False) and "could not load the code under test" in verdict
     fails, catches, verdict, _ = judge("timeout")
     assert (fails, catches) == (True, False) and "not a symptom" in verdict
 

@@ -696,6 +696,7 @@ async def run_pytest(rel: str, workspace_root: Path, python: str | None, timeout
 
 
 EXPECTED_EXCEPTION = {"exception", "shape_mismatch", "oom"}
+LOAD_ERROR = re.compile(r"(NameError: name '\w+' is not defined|ModuleNotFoundError|ImportError)")
 
 
 def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float) -> tuple[bool, bool, str, str]:
@@ -716,7 +717,10 @@ def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float) -> tup
         why = (f"; {len(skipped)} skipped: " + "; ".join(sorted({c.message for c in skipped}))[:600]) if skipped else ""
         return False, False, (f"DOES NOT CATCH THE BUG: all {len(ran)} test(s) that ran pass on the current code, "
                               f"which has the bug{why}"), ""
-    catching = [c for c in failed if c.kind in ("assertion", "exception")]
+    # a name or module the test could not find is the test failing to load the user's code, not the bug
+    unloadable = [c for c in failed if c.kind == "exception" and failure_mode not in EXPECTED_EXCEPTION
+                  and LOAD_ERROR.match(c.message or "")]
+    catching = [c for c in failed if c.kind in ("assertion", "exception") and c not in unloadable]
     if catching:
         c = catching[0]
         note = ""
@@ -725,6 +729,10 @@ def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float) -> tup
                     "is the bug)")
         count = f" ({len(failed)} of {len(run.cases)} tests fail)" if len(run.cases) > 1 else ""
         return True, True, f"catches the bug: {c.test} fails on the current code{count}{note}", c.message
+    if unloadable:
+        c = unloadable[0]
+        return True, False, (f"fails for a reason of its own, not the bug: {c.test} could not load the code under test "
+                             f"({c.message[:160]}); point target/function at code that imports on its own"), c.message
     if failed:
         return True, False, (f"fails for a reason of its own, not the bug: {failed[0].test} could not run its check "
                              "(setup)"), first
