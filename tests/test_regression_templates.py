@@ -655,5 +655,6 @@ def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspac
     report = _write(workspace, failure_mode="lr_too_low", target=args["target"], target_file=workspace / "train.py",
                     template=args["template"], params=args["params"])
     assert report.catches_bug, report.text()
+    assert report.path == "tests/test_learns_one_batch_at_its_lr.py"  # named for what it checks, not the peak
     (workspace / "train.py").write_text(TINY_LR_FACTORY.format(lr="0.05"))
     assert _rerun(workspace, report.path).passes_now
