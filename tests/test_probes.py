@@ -523,6 +523,7 @@ def test_an_unclipped_recurrent_net_is_told_to_clip_and_a_clipped_one_is_not():
     f = next(f for f in P.grad_findings(_snapshot(215.0, 6.1, layers, clipped=False))
              if f.failure_mode == "exploding_gradients")
     assert f.confidence == 0.9 and "clip_grad_norm_" in f.fix and "LSTM" in f.summary
+    assert f.location == "rnn"  # the recurrence, not the head whose gradient is the largest
     f = next(f for f in P.grad_findings(_snapshot(215.0, 6.1, layers, clipped=True))
              if f.failure_mode == "exploding_gradients")
     assert f.confidence == 0.8 and "Lower the LR" in f.fix

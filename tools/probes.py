@@ -308,7 +308,9 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                  "Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm"),
             avoid=("Do not lower the LR until the loss barely moves: an unrolled recurrent net needs its norm clipped"
                    if unclipped_rnn else ""),
-            location=top[0].module if top else None))
+            # the recurrence is where an unclipped RNN explodes, whichever layer's gradient ends up the largest
+            location=next((m.name for m in rep.modules if m.type in RECURRENT), None) if unclipped_rnn
+            else top[0].module if top else None))
     if gn is not None and not is_finite(gn):
         out.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the gradients are non-finite",
                            evidence=[Evidence(what="global grad norm", value=gn, source=src)],
