@@ -235,12 +235,17 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
             if f.get(field) and not keep:
                 f.pop(field)
                 cut = True
-        places = (f.get("location") or "").split(", ")
-        if not shown and len(places) > 1:  # a remote hypothesis: where it starts is enough to look
-            f["location"], cut = f"{places[0]} (+{len(places) - 1})", True
+        if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
+            f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
     if cut:  # one note for the rule, not one per finding
         omitted["findings"] = (f"{EVIDENCE_MAX} facts and fix: top and close second only; avoid: top only; "
                                "remote: first place")
+
+
+def first_place(location: str) -> str:
+    """'enc.0 (+2)' for 'enc.0, enc.1, enc.2': where a remote hypothesis starts is enough to look."""
+    places = location.split(", ")
+    return places[0] + (f" (+{len(places) - 1})" if len(places) > 1 else "")
 
 
 def dedupe_evidence(findings: list[dict]) -> None:

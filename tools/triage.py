@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel, Field
 
+from tools import compact
 from tools.errors import TriageError
 from tools.report import Evidence, Finding, Report, is_finite
 
@@ -123,9 +124,8 @@ class TriageReport(Report):
         remote = []  # below the top two and below 0.5: named with where, their reasons are in the findings
         for i, f in enumerate(self.findings):
             if i >= 2 and f.confidence < VERDICT:
-                where = (f.location or "").split(", ")
-                where = where[0] + (f" (+{len(where) - 1})" if len(where) > 1 else "")
-                remote.append(f"{f.failure_mode} {f.confidence:.0%}" + (f" at {where}" if where else ""))
+                remote.append(f"{f.failure_mode} {f.confidence:.0%}"
+                              + (f" at {compact.first_place(f.location)}" if f.location else ""))
                 continue
             label = labels[i] if i < len(labels) else "Also seen"
             lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
@@ -453,7 +453,7 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
                 + said, fix=fix, location="optimizer lr")
 
 
-FLOOR_NEAR = 0.8  # one batch at the run's LR ends at least this fraction of the run's final loss
+FLOOR_NEAR = 0.8  # one batch at the run's LR ends at or above this fraction of the run's lowest logged loss
 
 
 def at_lr_floor(slow: "probes.OverfitReport", log_loss) -> bool:
@@ -515,7 +515,7 @@ def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
            f.model_copy(update={"confidence": max(0.0, lead - 0.05),
                                 "summary": f"{f.summary} (in a recurrent net that never clips: clip first)"})
            if f is lr else f for f in findings]
-    return sorted(out, key=lambda f: -f.confidence)
+    return out
 
 
 def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
