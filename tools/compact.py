@@ -227,8 +227,9 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
         f = findings[i]
         conf = f.get("confidence", 0)
         shown = rank == 0 or (rank == 1 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
-        if len(f.get("evidence", [])) > (EVIDENCE_MAX if shown else 0):
-            f["evidence"], cut = f["evidence"][:EVIDENCE_MAX if shown else 0], True
+        cap = EVIDENCE_MAX if shown else 0
+        if len(f.get("evidence", [])) > cap:
+            f["evidence"], cut = f["evidence"][:cap], True
         if "evidence" in f and not f["evidence"]:  # the schema's default: an empty list says nothing
             del f["evidence"]
         for field, keep in (("avoid", rank == 0), ("fix", shown)):
