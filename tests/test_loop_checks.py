@@ -157,6 +157,17 @@ def test_unshifted_targets_are_leakage_even_with_a_causal_model(workspace):
     assert modes(rep) == ["data_leakage"] and "copy its input" in rep.findings[0].summary
 
 
+def test_targets_cut_from_other_offsets_than_the_inputs_are_a_data_pipeline_bug(workspace):
+    # nanoGPT's get_batch drawing a second torch.randint for y: y is text, but not the text after x
+    other = seq(workspace, gpt(workspace, "offsets.py", targets="data[:, :-1]; y = data.roll(3, 0)[:, 1:]"))
+    assert other.causal is True and other.objective == "other" and other.scored_frac == 1.0
+    assert other.targets_input_tv < 0.2 and other.targets_best_shift_frac < 0.3
+    assert modes(other) == ["data_pipeline"], other.text()
+    assert "other places in the text" in other.findings[0].summary and "same i" in other.findings[0].fix
+    same = seq(workspace, gpt(workspace, "one_offset.py"))
+    assert same.objective == "next_token" and same.targets_best_shift_frac == 1.0 and same.findings == []
+
+
 def test_hugging_face_labels_equal_to_input_ids_shifted_inside_the_model_are_fine(workspace):
     # labels == input_ids is the Hugging Face convention: the model shifts them; -100 marks the padding
     (workspace / "hf.py").write_text(textwrap.dedent('''

@@ -354,6 +354,9 @@ LM_BUGS = {  # bug -> (failure mode, file, correct text, buggy text, the test th
                             "test_pad_positions_do_not_count_in_the_loss"),
     "targets_not_shifted": ("data_leakage", "lm_target.py", "y = seq[:, 1:].contiguous()", "y = seq[:, :-1].contiguous()",
                             "test_targets_are_not_the_inputs"),
+    # y cut from another row (another offset of the text) than x: char_gpt_y_offset_mismatch's two randints
+    "targets_at_other_offsets": ("data_pipeline", "lm_target.py", "y = seq[:, 1:].contiguous()",
+                                 "y = seq.roll(1, 0)[:, 1:].contiguous()", "test_token_targets_follow_their_inputs"),
     "mask_not_applied": ("data_leakage", *NANOGPT_BUGS["mask_not_applied"],
                          "test_future_tokens_do_not_change_past_logits"),
 }

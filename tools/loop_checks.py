@@ -75,6 +75,11 @@ class SequenceCheckReport(ProbeReport):
     targets_next_frac: Num = Field(None, description="share of scored positions whose target is the next input token")
     targets_same_frac: Num = Field(None, description="share of scored positions whose target is the input token itself")
     scored_frac: Num = Field(None, description="share of positions the loss counts (non-zero gradient)")
+    targets_best_shift_frac: Num = Field(None, description=(
+        "share of scored positions whose target equals the input token at the best offset in -3..3 (1.0 for an LM)"))
+    targets_input_tv: Num = Field(None, description=(
+        "total-variation distance between the scored targets' and the input tokens' frequencies (small: same stream)"))
+    targets_chance_match: Num = Field(None, description="share that unrelated tokens of these frequencies would match")
     labels_same_frac: Num = Field(None, description="the batch's labels: share equal to the inputs at the same position")
     labels_shift_frac: Num = Field(None, description="the batch's labels: share with y[:, t] == x[:, t+1]")
     pad_id: int | None = None
@@ -103,6 +108,16 @@ class SequenceCheckReport(ProbeReport):
         pad = ("no padding found" if self.pad_id is None else
                f"pad {self.pad_id}: {_pct(self.pad_frac)} of tokens, {_pct(self.pad_counted_frac)} of loss positions")
         return (f"sequence_check {self.tokens_shape}->{self.logits_shape}: {c}; loss targets: {self.objective}; {pad}")
+
+
+def unaligned_stream(rep: SequenceCheckReport) -> bool:
+    """Targets from the inputs' own text (a tagger's tags have other frequencies) scored at nearly every position
+    (masked-token models score a few), yet at no small offset from the inputs: x and y drawn at different offsets."""
+    nums = (rep.targets_best_shift_frac, rep.targets_input_tv, rep.targets_chance_match, rep.scored_frac)
+    if rep.objective != "other" or not all(is_finite(v) for v in nums):
+        return False
+    return (rep.scored_frac >= 0.9 and rep.targets_input_tv <= 0.2
+            and rep.targets_best_shift_frac <= max(0.3, 3 * rep.targets_chance_match))
 
 
 def _seq_findings(rep: SequenceCheckReport) -> list[Finding]:
@@ -155,6 +170,22 @@ def _seq_findings(rep: SequenceCheckReport) -> list[Finding]:
                       Evidence(what="labels equal to the next input token", value=rep.labels_shift_frac, source=src)],
             fix="Make targets the next token (y = tokens[:, 1:]) or check that the loss shifts them",
             location=rep.loss_location))
+    if unaligned_stream(rep):
+        out.append(Finding(
+            failure_mode="data_pipeline", confidence=0.85,
+            summary=(f"the loss scores each position against a token of the inputs' own text (same frequencies) that is "
+                     f"neither the next input token ({_pct(rep.targets_next_frac)}) nor any token within 3 positions "
+                     f"(best {_pct(rep.targets_best_shift_frac)}, chance {_pct(rep.targets_chance_match)}): the targets "
+                     "were cut from other places in the text than the inputs"),
+            evidence=[Evidence(what="scored positions whose target is the next input token x[t+1]",
+                               value=rep.targets_next_frac, source=f"{src}: d loss / d logits"),
+                      Evidence(what="best match of target and input at an offset in -3..3",
+                               value=rep.targets_best_shift_frac, source=src),
+                      Evidence(what="distance between target and input token frequencies (0 = same text)",
+                               value=rep.targets_input_tv, source=src)],
+            fix=("Draw inputs and targets from one offset: ix = torch.randint(...); x = data[i:i+T], "
+                 "y = data[i+1:i+T+1] for the same i (one index for both, like one permutation for features and labels)"),
+            location=rep.loss_location))
     if rep.pad_id is not None and is_finite(rep.pad_counted_frac) and rep.pad_counted_frac >= 0.1:
         out.append(Finding(
             failure_mode="loss_function", confidence=0.8,
@@ -187,6 +218,8 @@ def sequence_report_from(raw: dict, detail: Detail = "summary", **fields) -> Seq
         leak_hints=leak.get("hints", []), modules_changed=leak.get("modules_changed", []) if detail == "full" else [],
         objective=al.get("objective", "unknown"), targets_next_frac=_r(al.get("next_frac")),
         targets_same_frac=_r(al.get("same_frac")), scored_frac=_r(al.get("counted_frac")),
+        targets_best_shift_frac=_r(al.get("best_shift_frac")), targets_input_tv=_r(al.get("target_input_tv")),
+        targets_chance_match=_r(al.get("chance_match")),
         labels_same_frac=_r(bl.get("same_frac")), labels_shift_frac=_r(bl.get("shift_frac")),
         pad_id=raw.get("pad_id"), pad_from=raw.get("pad_from"), pad_frac=_r(raw.get("pad_frac")),
         pad_counted_frac=_r(raw.get("pad_counted_frac")), loss=_r(raw.get("loss")),

@@ -322,7 +322,29 @@ def alignment(tokens, logits, grad):
         objective = "unknown"
     return {"counted": counted, "det": det, "tgt": tgt, "positions": n, "same_frac": same, "next_frac": nxt,
             "objective": objective, "counted_frac": float(counted.float().mean()),
-            "determined_frac": float(det.float().mean())}
+            "determined_frac": float(det.float().mean()), **stream_match(x, tgt, det)}
+
+
+def stream_match(x, tgt, det, shifts=range(-3, 4)):
+    """Whether the scored targets are tokens of the input's own stream (same vocabulary, same frequencies: a language
+    model's, not a tagger's) and how well they line up with the inputs at the best small offset. A language model
+    whose targets were cut from the text at other offsets than its inputs scores every position against an
+    unrelated token of the same text."""
+    t = tgt[det]
+    if t.numel() < 32:
+        return {}
+    V = int(max(int(x.max()), int(t.max()))) + 1
+    px = torch.bincount(x.reshape(-1).long(), minlength=V).double()
+    pt = torch.bincount(t.long(), minlength=V).double()
+    px, pt = px / px.sum(), pt / pt.sum()
+    best = 0.0
+    for k in shifts:
+        a, b = (tgt[:, :tgt.shape[1] - k], x[:, k:]) if k >= 0 else (tgt[:, -k:], x[:, :k])
+        m = det[:, :tgt.shape[1] - k] if k >= 0 else det[:, -k:]
+        if int(m.sum()):
+            best = max(best, float((a == b)[m].float().mean()))
+    return {"target_input_tv": float(0.5 * (px - pt).abs().sum()), "best_shift_frac": best,
+            "chance_match": float((px * pt).sum()), "distinct_targets": int((pt > 0).sum())}
 
 
 def batch_labels(batch, tokens):
@@ -434,8 +456,9 @@ def run(job):
         report["alignment"] = {"objective": "unknown", "note": why}
         return report
     al = alignment(tokens, lg, lg.grad)
-    report["alignment"] = {k: al[k] for k in ("objective", "positions", "same_frac", "next_frac", "counted_frac",
-                                              "determined_frac")}
+    report["alignment"] = {k: al.get(k) for k in ("objective", "positions", "same_frac", "next_frac", "counted_frac",
+                                                  "determined_frac", "target_input_tv", "best_shift_frac",
+                                                  "chance_match", "distinct_targets")}
     if pad is not None:
         counted, det, tgt = al["counted"], al["det"], al["tgt"]
         # the class a position is scored against when known, else its input token (right padding)
