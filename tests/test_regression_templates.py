@@ -357,6 +357,9 @@ LM_BUGS = {  # bug -> (failure mode, file, correct text, buggy text, the test th
     # y cut from another row (another offset of the text) than x: char_gpt_y_offset_mismatch's two randints
     "targets_at_other_offsets": ("data_pipeline", "lm_target.py", "y = seq[:, 1:].contiguous()",
                                  "y = seq.roll(1, 0)[:, 1:].contiguous()", "test_token_targets_follow_their_inputs"),
+    # char_gpt_unscaled_attn: q @ k^T straight into the softmax (head dim 16 here, 192 there)
+    "attention_unscaled": ("exploding_gradients", "model.py", "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))",
+                           "att = q @ k.transpose(-2, -1)", "test_attention_scores_are_scaled_by_sqrt_head_dim"),
     "mask_not_applied": ("data_leakage", *NANOGPT_BUGS["mask_not_applied"],
                          "test_future_tokens_do_not_change_past_logits"),
 }
@@ -661,3 +664,30 @@ def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspac
     assert report.path == "tests/test_learns_one_batch_at_its_lr.py"  # named for what it checks, not the peak
     (workspace / "train.py").write_text(TINY_LR_FACTORY.format(lr="0.05"))
     assert _rerun(workspace, report.path).passes_now
+
+
+def test_torch_multihead_attention_is_not_judged_by_the_attention_scale_test(workspace):
+    # nn.MultiheadAttention scales q before its own product: only products in the user's code are judged
+    (workspace / "mha.py").write_text(textwrap.dedent('''
+        import torch, torch.nn as nn, torch.nn.functional as F
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.out = nn.Embedding(50, 64), nn.Linear(64, 50)
+                self.att = nn.MultiheadAttention(64, 2, batch_first=True)
+
+            def forward(self, x):
+                h, T = self.emb(x), x.shape[1]
+                return self.out(self.att(h, h, h, attn_mask=torch.triu(torch.ones(T, T, dtype=torch.bool), 1))[0])
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randint(0, 50, (4, 16))
+            return {"model": M(), "batch": (x[:, :-1], x[:, 1:]),
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2), b[1])}
+    '''))
+    report = _write(workspace, failure_mode="exploding_gradients", target="mha.py:make_target",
+                    target_file=workspace / "mha.py", params={"steps": 3})
+    [case] = [c for c in report.cases if c.test == "test_attention_scores_are_scaled_by_sqrt_head_dim"]
+    assert case.outcome == "skipped", report.text()

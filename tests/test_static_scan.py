@@ -14,6 +14,7 @@ from tools.static_scan import RULES, StaticScanReport, scan_source, static_scan
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 FIXTURES = Path(__file__).parent / "fixtures" / "static_scan"
+REALISTIC = EXAMPLES / "realistic"
 META = {d.name: json.loads((d / "example.json").read_text()) for d in sorted(EXAMPLES.iterdir())
         if (d / "example.json").exists()}
 
@@ -1164,3 +1165,44 @@ def test_evaluation_under_no_grad_without_eval_mode_is_flagged_only_with_dropout
     no_dropout = decorated.replace("nn.Dropout(0.3), ", "").replace("model = nn.Sequential(",
                                                                     "dropout = 0.0\nmodel = Net(dropout=dropout) or nn.Sequential(")
     assert "evaluation_in_train_mode" not in scan(no_dropout)
+
+
+# --- attention scores without 1/sqrt(d) (char_gpt_unscaled_attn) ------------------------------
+
+ATTENTION = '''
+import math
+import torch
+import torch.nn.functional as F
+
+def attend(q, k, v, mask, scale):
+    SCORES
+    att = att.masked_fill(mask == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    return att @ v
+'''
+
+
+@pytest.mark.parametrize("scores,flagged", [
+    ("att = q @ k.transpose(-2, -1)", True),
+    ("att = torch.matmul(q, k.transpose(-1, -2))", True),
+    ("att = torch.einsum('bhqd,bhkd->bhqk', q, k)", True),
+    ("att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))", False),  # nanoGPT
+    ("att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))", False),  # the Annotated Transformer
+    ("q = q * scale; att = q @ k.transpose(-2, -1)", False),  # timm folds the scale into q
+    ("att = q @ k.transpose(-2, -1); att /= math.sqrt(q.shape[-1])", False),
+    ("att = x @ w.transpose(0, 1)", False),  # a linear layer's logits, not query-key scores
+])
+def test_attention_scores_softmaxed_without_the_sqrt_scale_are_flagged(scores, flagged):
+    code = ATTENTION.replace("SCORES", scores)
+    hits = hits_of(code, "unscaled_attention_scores")
+    assert bool(hits) == flagged, scores
+    if flagged:
+        assert hits[0].failure_mode == "exploding_gradients" and hits[0].line == line_of(code, scores)
+        assert "sqrt(head_dim)" in hits[0].why and "Vaswani" in hits[0].why
+
+
+def test_unscaled_attention_in_the_blind_gpt_is_flagged_and_its_fix_is_quiet():
+    run = REALISTIC / "transformer_lm" / "char_gpt_unscaled_attn"
+    hits = [i for i in static_scan([run / "train.py"]).issues if i.rule == "unscaled_attention_scores"]
+    assert [h.line for h in hits] == [87]
+    assert "unscaled_attention_scores" not in rules_in(run / "train_fixed.py")

@@ -59,7 +59,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("frozen_params", "target",
        "Every parameter changes after an optimizer step with the user's optimizer.", {"steps": 1, "ignore": []}),
     _T("exploding_gradients", "target",
-       "The global gradient norm (before clipping) stays under a bound for N training steps.",
+       "The global gradient norm (before clipping) stays under a bound for N training steps; attention scores reach "
+       "the softmax divided by sqrt(head_dim) (a saturated softmax spikes the norm).",
        {"steps": 50, "max_grad_norm": 10.0}),
     _T("vanishing_gradients", "target",
        "The gradient reaching each layer (dLoss/d output, RMS) stays within two orders of magnitude across depth.",

@@ -53,6 +53,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "move zero_grad() before loss.backward() (the start of the step) or after optimizer.step()",
          "Do not conclude the graph is broken and hunt for .detach()/requires_grad: backward() works, the zeroing "
          "just erases its result; do not delete zero_grad() either (gradients would then accumulate)."),
+    Rule("unscaled_attention_scores", "exploding_gradients", 0.6,
+         "the attention scores are not scaled by 1/sqrt(head_dim) before the softmax",
+         "scale the scores before the softmax: att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1))), or use "
+         "F.scaled_dot_product_attention(q, k, v, is_causal=...), which scales them itself",
+         "Do not clip harder or lower the LR to calm the spikes: the softmax is saturated by unscaled scores; scale them."),
     Rule("softmax_into_cross_entropy", "loss_function", 0.85,
          "cross-entropy applies log-softmax itself; feeding it softmax probabilities softmaxes twice, squashing the gradients and putting a floor under the loss",
          "give CrossEntropyLoss / F.cross_entropy the raw logits; drop the Softmax from the model (apply it only for inference)"),
@@ -1946,6 +1951,70 @@ def rule_kl_sign(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- attention ------------------------------------------------------------------------------
+
+SCALE_WORDS = ("sqrt", "scale", "temperature", "temp", "0.5", "norm_factor")
+
+
+def _scores_product(e: ast.AST) -> bool:
+    """q @ k.transpose(-2, -1), torch.matmul(q, k.mT), torch.einsum(...): query-key scores."""
+    for n in ast.walk(e):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) or \
+                isinstance(n, ast.Call) and _name(n) in ("matmul", "bmm"):
+            if any(isinstance(m, ast.Attribute) and m.attr in ("transpose", "mT", "permute", "swapaxes")
+                   for m in ast.walk(n)) \
+                    and not any(_name(c) == "transpose" and _src(c).replace(" ", "").endswith("(0,1)")
+                                for c in ast.walk(n) if isinstance(c, ast.Call)):
+                return True
+        if isinstance(n, ast.Call) and _name(n) == "einsum" and len(n.args) == 3:
+            return True
+    return False
+
+
+def _rescaled(e: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div, ast.Pow)) or
+               isinstance(n, ast.Call) and _name(n) in ("mul", "div", "mul_", "div_", "true_divide")
+               for n in ast.walk(e)) or any(w in _src(e).lower() for w in SCALE_WORDS)
+
+
+def rule_unscaled_attention(f: ParsedFile) -> list[Hit]:
+    """softmax(q @ k^T) with no 1/sqrt(d) anywhere between the product and the softmax (nor folded into q or k)."""
+    hits = []
+    for fn in (n for n in f.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        body = list(_in_scope(fn))
+        assigned: dict[str, list[ast.AST]] = {}
+        for n in body:
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    for name in ([t] if not isinstance(t, ast.Tuple) else t.elts):
+                        assigned.setdefault(_src(name), []).append(n.value)
+            elif isinstance(n, ast.AugAssign):  # att /= math.sqrt(d)
+                assigned.setdefault(_src(n.target), []).append(ast.BinOp(n.target, n.op, n.value))
+        for call in (n for n in body if isinstance(n, ast.Call) and _name(n) == "softmax"):
+            arg = call.func.value if isinstance(call.func, ast.Attribute) and not call.args or \
+                isinstance(call.func, ast.Attribute) and _src(call.func.value) not in ("F", "torch", "nn.functional",
+                                                                                       "torch.nn.functional") \
+                else (call.args[0] if call.args else None)
+            if arg is None:
+                continue
+            chain, todo, seen = [arg], [arg], set()
+            while todo:  # the scores and every value given to the names they are made of, in this function
+                e = todo.pop()
+                for n in ast.walk(e):
+                    if isinstance(n, (ast.Name, ast.Attribute)) and _src(n) in assigned and _src(n) not in seen:
+                        seen.add(_src(n))
+                        chain += assigned[_src(n)]
+                        todo += assigned[_src(n)]
+            if any(_scores_product(e) for e in chain) and not any(_rescaled(e) for e in chain):
+                product = next(e for e in chain if _scores_product(e))
+                why = (f"`{f.seg(call)}` normalises query-key scores `{f.seg(product)}` that are never divided by "
+                       "sqrt(head_dim): their spread grows with the head size and with training, the softmax saturates "
+                       "to one-hot attention and the gradient norm spikes while the loss stalls (Vaswani et al. 2017, "
+                       "section 3.2.1; attention entropy collapse, Zhai et al. 2023)")
+                hits.append((product if hasattr(product, "lineno") else call, "unscaled_attention_scores", {"why": why}))
+    return hits
+
+
 def rule_distributed_data(f: ParsedFile) -> list[Hit]:
     """DDP code: a DistributedSampler that never gets set_epoch, BatchNorm over a tiny per-rank batch unsynchronised."""
     calls = [n for n in f.nodes if isinstance(n, ast.Call)]
@@ -1976,7 +2045,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_evaluation_in_train_mode,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data]
+                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention]
 
 
 # ---------------------------------------------------------------------------------------------
