@@ -344,6 +344,35 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
         assert [f.confidence for f in weigh_by_labels([lr, labels], again)] == [0.75, 0.65]
 
 
+def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
+    """Dev run pump_fault_sentinel: rows dropped from X only, so every label after the first dropped row belongs to
+    another row. One batch crawls at Adam 1e-3 (memorising noise is slow) and learns at 30x, which read as
+    lr_too_low 0.75; data_check at 30x: the real-label copy fits its batches (1.10 -> 0.72) and still generalises no
+    better than the permuted one (1.53 vs 1.48, init 1.09): the labels, not the LR."""
+    from types import SimpleNamespace
+
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import weigh_by_labels
+
+    lr = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr",
+                 summary="at 30x its LR the model learns one batch, and the run's loss barely fell",
+                 evidence=[Evidence(what="one-batch loss at lr 0.001 (the run's)", source="overfit_test",
+                                    value="slow: 1.102 -> 0.4126 in 200 steps")])
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs")
+
+    def at_lr(train):
+        return SimpleNamespace(held_out_loss_real_labels=1.53, held_out_loss_permuted_labels=1.48,
+                               held_out_loss_at_init=1.09, train_loss_real_labels=train)
+
+    weighed = weigh_by_labels([lr, labels], at_lr([1.10, 0.72]))
+    assert [(f.failure_mode, f.confidence) for f in sorted(weighed, key=lambda f: -f.confidence)] == [
+        ("data_pipeline", 0.8), ("lr_too_low", 0.45)]
+    assert "30x" in weighed[1].evidence[0].what and "slow to memorise" in weighed[0].summary
+    # the toy lr_too_low run at 30x: the loss does not move (2.295 -> 2.321), nothing is fitted, nothing changes
+    assert [f.confidence for f in weigh_by_labels([lr, labels], at_lr([2.295, 2.321]))] == [0.75, 0.65]
+
+
 def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients_not_the_lr():
     """Dev run tide_rnn_forecast: a tanh RNN on 200-step windows, SGD 0.15, no clipping: the norm grows x17 a step
     to inf. Clipping alone fixes it at the same LR, so the explosion leads and 'lower the LR' follows."""

@@ -1018,6 +1018,8 @@ class DataCheckReport(ProbeReport):
     held_out_loss_real_labels: Num = None
     held_out_loss_permuted_labels: Num = None
     held_out_loss_at_init: Num = None
+    train_loss_real_labels: list[Num] = Field(default_factory=list, description=(
+        "first and last training loss of the copy trained on the real labels (did it fit its batches?)"))
     alignment_note: str | None = None
 
     def headline(self) -> str:
@@ -1085,6 +1087,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           held_out_loss_real_labels=(al.get("real") or {}).get("held_out_loss"),
                           held_out_loss_permuted_labels=(al.get("permuted") or {}).get("held_out_loss"),
                           held_out_loss_at_init=al.get("held_out_loss_at_init"), alignment_note=al.get("skipped"),
+                          train_loss_real_labels=[(al.get("real") or {}).get(k) for k in ("first_loss", "last_train_loss")]
+                          if al.get("real") else [],
                           **fields)
     src = "data_check"
     for i in inputs:

@@ -531,7 +531,11 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     if no_signal is None or at_lr is None:
         return findings
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
-    if not (all(is_finite(v) for v in (r, p, i0)) and r < 0.9 * i0 and r < p - 0.05 * i0):
+    if not all(is_finite(v) for v in (r, p, i0)):
+        return findings
+    if r >= p - 0.05 * i0 and r > 0.95 * i0 and fitted(getattr(at_lr, "train_loss_real_labels", None) or []):
+        return labels_explain_slow_batch(findings, no_signal, r, p, i0)
+    if not (r < 0.9 * i0 and r < p - 0.05 * i0):
         return findings
     fact = Evidence(what=f"held-out loss at {LR_PROBE_FACTOR:g}x the LR: real labels / permuted / init",
                     value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
@@ -539,6 +543,39 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
         "confidence": RISK_ONLY, "evidence": f.evidence + [fact],
         "summary": f"{f.summary}, but only at the run's LR: at {LR_PROBE_FACTOR:g}x it, real labels generalise and "
                    "permuted ones do not (the LR, not the labels)"}) if f is no_signal else f for f in findings]
+
+
+FITS = 0.75  # a training loss at or under this share of its start has fitted something
+
+
+def fitted(first_last) -> bool:
+    """The copy trained on the real labels cut its own training loss by a quarter or more: that LR moves the model
+    onto its batches (at an LR too small to learn, the toy lr_too_low run's loss does not move at all at 30x)."""
+    first, last = (list(first_last) + [None, None])[:2]
+    return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
+
+
+def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, r, p, i0) -> list[Finding]:
+    """At an LR where the model fits its training batches, real labels still generalise no better than permuted
+    ones: the labels are noise to the model. Labels that are noise are also slow to memorise at any LR (random
+    labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires rethinking generalization"),
+    so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's."""
+    slow = next((f for f in findings if f.failure_mode == "lr_too_low" and one_batch_at_run_lr(f)), None)
+    lead = max(no_signal.confidence, slow.confidence + 0.05 if slow else 0.0)
+    fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / permuted "
+                         "/ init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
+    out = []
+    for f in findings:
+        if f is no_signal:
+            f = f.model_copy(update={"confidence": lead, "evidence": [fact] + f.evidence,
+                                     "summary": f"{f.summary}, also at {LR_PROBE_FACTOR:g}x the LR, where the model "
+                                                "fits its batches"})
+        elif f is slow:
+            f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
+                                     "summary": f"{f.summary} (but labels that carry no signal are slow to memorise at "
+                                                "any LR)"})
+        out.append(f)
+    return out
 
 
 STATIC_SOURCE = re.compile(r"\.py:\d+$")
