@@ -1206,3 +1206,32 @@ def test_unscaled_attention_in_the_blind_gpt_is_flagged_and_its_fix_is_quiet():
     hits = [i for i in static_scan([run / "train.py"]).issues if i.rule == "unscaled_attention_scores"]
     assert [h.line for h in hits] == [87]
     assert "unscaled_attention_scores" not in rules_in(run / "train_fixed.py")
+
+
+# --- inputs and targets indexed by two random draws (char_gpt_y_offset_mismatch) --------------
+
+GET_BATCH = '''
+import torch
+
+def get_batch(data, block_size, batch_size):
+    BODY
+    return x, y
+'''
+
+
+@pytest.mark.parametrize("body,flagged", [
+    ("x = torch.stack([data[i:i + block_size] for i in torch.randint(len(data) - block_size, (batch_size,))])\n"
+     "    y = torch.stack([data[i + 1:i + 1 + block_size] for i in torch.randint(len(data) - block_size, (batch_size,))])",
+     True),
+    ("ix = torch.randint(len(data) - block_size, (batch_size,))\n"
+     "    x = torch.stack([data[i:i + block_size] for i in ix])\n"
+     "    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])", False),  # nanoGPT: one draw for both
+    ("x = data[torch.randperm(len(data))[:batch_size]]\n    y = x[:, 1:]", False),
+])
+def test_inputs_and_targets_indexed_by_two_random_draws_are_flagged(body, flagged):
+    code = GET_BATCH.replace("BODY", body)
+    hits = hits_of(code, "inputs_and_targets_drawn_apart")
+    assert bool(hits) == flagged
+    if flagged:
+        assert hits[0].failure_mode == "data_pipeline" and hits[0].line == line_of(code, "y = torch.stack")
+        assert "own random draw" in hits[0].why

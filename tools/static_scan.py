@@ -58,6 +58,10 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "scale the scores before the softmax: att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1))), or use "
          "F.scaled_dot_product_attention(q, k, v, is_causal=...), which scales them itself",
          "Do not clip harder or lower the LR to calm the spikes: the softmax is saturated by unscaled scores; scale them."),
+    Rule("inputs_and_targets_drawn_apart", "data_pipeline", 0.6,
+         "inputs and targets are indexed by two separate random draws, so each target row belongs to another sample",
+         "draw the indices once and index both with them: ix = torch.randint(len(data) - T, (B,)); "
+         "x = stack([data[i:i+T] for i in ix]); y = stack([data[i+1:i+T+1] for i in ix])"),
     Rule("softmax_into_cross_entropy", "loss_function", 0.85,
          "cross-entropy applies log-softmax itself; feeding it softmax probabilities softmaxes twice, squashing the gradients and putting a floor under the loss",
          "give CrossEntropyLoss / F.cross_entropy the raw logits; drop the Softmax from the model (apply it only for inference)"),
@@ -1917,6 +1921,31 @@ def rule_unshifted_lm_targets(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+RANDOM_DRAWS = ("randint", "randperm", "choice", "integers", "sample", "permutation", "shuffle")
+
+
+def _own_draws(e: ast.AST) -> list[ast.Call]:
+    """The random index draws written inside the expression itself (not read through a shared name)."""
+    return [n for n in ast.walk(e) if isinstance(n, ast.Call) and _name(n) in RANDOM_DRAWS]
+
+
+def rule_inputs_and_targets_drawn_apart(f: ParsedFile) -> list[Hit]:
+    """x = stack([data[i:i+T] for i in randint(...)]); y = stack([data[i+1:...] for i in randint(...)]): two draws."""
+    hits = []
+    for scope, table in _pairs(f).items():
+        for y in TARGET_NAMES & table.keys():
+            for x in INPUT_NAMES & table.keys() - {y}:
+                for vx, nx in table[x]:
+                    for vy, ny in table[y]:
+                        dx, dy = _own_draws(vx), _own_draws(vy)
+                        if dx and dy and ny.lineno > nx.lineno:
+                            why = (f"`{x}` and `{y}` each index the data with their own random draw (`{f.seg(dx[0])}` "
+                                   f"and `{f.seg(dy[0])}`): row {y}[b] belongs to another sample than {x}[b], so the "
+                                   "targets carry nothing the inputs could predict")
+                            hits.append((ny, "inputs_and_targets_drawn_apart", {"why": why}))
+    return hits
+
+
 # --- VAE objective ---------------------------------------------------------------------------
 
 
@@ -2045,7 +2074,8 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_evaluation_in_train_mode,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention]
+                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
+                  rule_inputs_and_targets_drawn_apart]
 
 
 # ---------------------------------------------------------------------------------------------
