@@ -1190,6 +1190,7 @@ def attend(q, k, v, mask, scale):
     ("att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))", False),  # the Annotated Transformer
     ("q = q * scale; att = q @ k.transpose(-2, -1)", False),  # timm folds the scale into q
     ("att = q @ k.transpose(-2, -1); att /= math.sqrt(q.shape[-1])", False),
+    ("att = q @ k.transpose(-2, -1); att /= d_k", False),
     ("att = x @ w.transpose(0, 1)", False),  # a linear layer's logits, not query-key scores
 ])
 def test_attention_scores_softmaxed_without_the_sqrt_scale_are_flagged(scores, flagged):

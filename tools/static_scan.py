@@ -2006,41 +2006,28 @@ def _rescaled(e: ast.AST) -> bool:
                for n in ast.walk(e)) or any(w in _src(e).lower() for w in SCALE_WORDS)
 
 
+TENSOR_MODULES = ("F", "torch", "nn.functional", "torch.nn.functional")
+
+
 def rule_unscaled_attention(f: ParsedFile) -> list[Hit]:
     """softmax(q @ k^T) with no 1/sqrt(d) anywhere between the product and the softmax (nor folded into q or k)."""
     hits = []
-    for fn in (n for n in f.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        body = list(_in_scope(fn))
-        assigned: dict[str, list[ast.AST]] = {}
-        for n in body:
-            if isinstance(n, ast.Assign):
-                for t in n.targets:
-                    for name in ([t] if not isinstance(t, ast.Tuple) else t.elts):
-                        assigned.setdefault(_src(name), []).append(n.value)
-            elif isinstance(n, ast.AugAssign):  # att /= math.sqrt(d)
-                assigned.setdefault(_src(n.target), []).append(ast.BinOp(n.target, n.op, n.value))
-        for call in (n for n in body if isinstance(n, ast.Call) and _name(n) == "softmax"):
-            arg = call.func.value if isinstance(call.func, ast.Attribute) and not call.args or \
-                isinstance(call.func, ast.Attribute) and _src(call.func.value) not in ("F", "torch", "nn.functional",
-                                                                                       "torch.nn.functional") \
-                else (call.args[0] if call.args else None)
-            if arg is None:
-                continue
-            chain, todo, seen = [arg], [arg], set()
-            while todo:  # the scores and every value given to the names they are made of, in this function
-                e = todo.pop()
-                for n in ast.walk(e):
-                    if isinstance(n, (ast.Name, ast.Attribute)) and _src(n) in assigned and _src(n) not in seen:
-                        seen.add(_src(n))
-                        chain += assigned[_src(n)]
-                        todo += assigned[_src(n)]
-            if any(_scores_product(e) for e in chain) and not any(_rescaled(e) for e in chain):
-                product = next(e for e in chain if _scores_product(e))
-                why = (f"`{f.seg(call)}` normalises query-key scores `{f.seg(product)}` that are never divided by "
-                       "sqrt(head_dim): their spread grows with the head size and with training, the softmax saturates "
-                       "to one-hot attention and the gradient norm spikes while the loss stalls (Vaswani et al. 2017, "
-                       "section 3.2.1; attention entropy collapse, Zhai et al. 2023)")
-                hits.append((product if hasattr(product, "lineno") else call, "unscaled_attention_scores", {"why": why}))
+    for call in (n for n in f.nodes if isinstance(n, ast.Call) and _name(n) == "softmax"):
+        method = isinstance(call.func, ast.Attribute) and _src(call.func.value) not in TENSOR_MODULES  # att.softmax(-1)
+        arg = call.func.value if method else (call.args[0] if call.args else None)
+        if arg is None:
+            continue
+        chain = f.closure(arg)  # the scores and every value given to the names they are made of
+        names = {_src(n) for e in chain for n in ast.walk(e) if isinstance(n, (ast.Name, ast.Attribute))}
+        scaled_in_place = any(isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Mult, ast.Div))
+                              and _src(n.target) in names for n in f.nodes)  # att /= self.norm
+        product = next((e for e in chain if _scores_product(e)), None)
+        if product is not None and not scaled_in_place and not any(_rescaled(e) for e in chain):
+            why = (f"`{f.seg(call)}` normalises query-key scores `{f.seg(product)}` that are never divided by "
+                   "sqrt(head_dim): their spread grows with the head size and with training, the softmax saturates "
+                   "to one-hot attention and the gradient norm spikes while the loss stalls (Vaswani et al. 2017, "
+                   "section 3.2.1; attention entropy collapse, Zhai et al. 2023)")
+            hits.append((product if hasattr(product, "lineno") else call, "unscaled_attention_scores", {"why": why}))
     return hits
 
 

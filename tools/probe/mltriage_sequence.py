@@ -344,7 +344,7 @@ def stream_match(x, tgt, det, shifts=range(-3, 4)):
         if int(m.sum()):
             best = max(best, float((a == b)[m].float().mean()))
     return {"target_input_tv": float(0.5 * (px - pt).abs().sum()), "best_shift_frac": best,
-            "chance_match": float((px * pt).sum()), "distinct_targets": int((pt > 0).sum())}
+            "chance_match": float((px * pt).sum())}
 
 
 def batch_labels(batch, tokens):
@@ -458,7 +458,7 @@ def run(job):
     al = alignment(tokens, lg, lg.grad)
     report["alignment"] = {k: al.get(k) for k in ("objective", "positions", "same_frac", "next_frac", "counted_frac",
                                                   "determined_frac", "target_input_tv", "best_shift_frac",
-                                                  "chance_match", "distinct_targets")}
+                                                  "chance_match")}
     if pad is not None:
         counted, det, tgt = al["counted"], al["det"], al["tgt"]
         # the class a position is scored against when known, else its input token (right padding)
