@@ -389,6 +389,10 @@ def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients
                      key=lambda f: -f.confidence)  # as triage ranks what the weighing returns
     assert [f.failure_mode for f in weighed][:2] == ["exploding_gradients", "lr_too_high"]
     assert weighed[0].confidence == 0.935 and "clip first" in weighed[1].summary
+    # the next steps confirm the explosion, not the LR reading that has to wait for clipping
+    from tools.triage import suggest_next
+    nxt = [n.tool for n in suggest_next(weighed, "train.py:make_target", None, command=["python", "train.py"])]
+    assert "lr_range_test" not in nxt and "write_regression_test" in nxt
     # a loop that clips, a feed-forward net, or no script measurement: the findings stay as they were
     assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=True, modules=rnn))[0] is lr
     assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=False, modules=rnn[1:]))[0] is lr

@@ -239,8 +239,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = (f"{EVIDENCE_MAX} facts and fix: top and close second only; avoid: top only; "
-                               "remote: first place")
+        omitted["findings"] = f"others: summary; top and close second: {EVIDENCE_MAX} facts+fix (avoid: top)"
 
 
 def first_place(location: str) -> str:

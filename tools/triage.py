@@ -498,6 +498,9 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
+CLIP_FIRST = " (in a recurrent net that never clips: clip first)"
+
+
 def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
     """In a recurrent net whose loop never clips (measured in the user's script), a gradient norm that blows up
     is the recurrence's explosion, which clipping fixes (Pascanu, Mikolov & Bengio 2013); a divergence read as
@@ -513,7 +516,7 @@ def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
     lead = max(ex.confidence, lr.confidence)
     out = [f.model_copy(update={"confidence": lead}) if f is ex else
            f.model_copy(update={"confidence": max(0.0, lead - 0.05),
-                                "summary": f"{f.summary} (in a recurrent net that never clips: clip first)"})
+                                "summary": f"{f.summary}{CLIP_FIRST}"})
            if f is lr else f for f in findings]
     return out
 
@@ -664,8 +667,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if f.failure_mode == "healthy":
             break
         tool, why = NEXT_FOR.get(f.failure_mode, ("tail_log", "look at the raw evidence"))
-        if tool in already_ran:
-            continue
+        if tool in already_ran or f.summary.endswith(CLIP_FIRST):
+            continue  # an LR reading in a net that must be clipped first: probing the LR now would mislead
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
                                                          "profile_steps"} else {}
