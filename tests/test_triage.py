@@ -333,7 +333,7 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
 
     def at_lr(real, permuted, init=1.89):
         return SimpleNamespace(held_out_loss_real_labels=real, held_out_loss_permuted_labels=permuted,
-                               held_out_loss_at_init=init)
+                               held_out_loss_at_init=init, train_loss_real_labels=[])
 
     weighed = {f.failure_mode: f for f in weigh_by_labels([lr, labels], at_lr(0.74, 1.37))}
     assert weighed["data_pipeline"].confidence < 0.5 < weighed["lr_too_low"].confidence

@@ -1932,7 +1932,7 @@ def _own_draws(e: ast.AST) -> list[ast.Call]:
 def rule_inputs_and_targets_drawn_apart(f: ParsedFile) -> list[Hit]:
     """x = stack([data[i:i+T] for i in randint(...)]); y = stack([data[i+1:...] for i in randint(...)]): two draws."""
     hits = []
-    for scope, table in _pairs(f).items():
+    for table in _pairs(f).values():
         for y in TARGET_NAMES & table.keys():
             for x in INPUT_NAMES & table.keys() - {y}:
                 for vx, nx in table[x]:

@@ -536,7 +536,7 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
     if not all(is_finite(v) for v in (r, p, i0)):
         return findings
-    if r >= p - 0.05 * i0 and r > 0.95 * i0 and fitted(getattr(at_lr, "train_loss_real_labels", None) or []):
+    if r >= p - 0.05 * i0 and r > 0.95 * i0 and fitted(at_lr.train_loss_real_labels):
         return labels_explain_slow_batch(findings, no_signal, r, p, i0)
     if not (r < 0.9 * i0 and r < p - 0.05 * i0):
         return findings
@@ -554,7 +554,9 @@ FITS = 0.75  # a training loss at or under this share of its start has fitted so
 def fitted(first_last) -> bool:
     """The copy trained on the real labels cut its own training loss by a quarter or more: that LR moves the model
     onto its batches (at an LR too small to learn, the toy lr_too_low run's loss does not move at all at 30x)."""
-    first, last = (list(first_last) + [None, None])[:2]
+    if len(first_last) != 2:
+        return False
+    first, last = first_last
     return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
 
 
