@@ -466,13 +466,16 @@ def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
     from tools.report import Evidence, Finding
     from tools.triage import suggest_next
 
-    def args(summary):
+    def args(summary, **facts):
         f = Finding(failure_mode="data_pipeline", confidence=0.8, summary=summary,
-                    evidence=[Evidence(what="x", value=1, source="s")], fix="f")
+                    evidence=[Evidence(what="x", value=1, source="s")], fix="f", facts=facts)
         return next(s.args for s in suggest_next([f], "t.py:make_target", None) if s.tool == "write_regression_test")
 
-    assert args("features is not normalised: feature means 0..6e4")["params"] == {"check_scale": True}
+    assert args("features is not normalised: feature means 0..6e4",
+                inputs_not_normalised=True)["params"] == {"check_scale": True}
     assert "params" not in args("the labels are misaligned with the inputs")
+    # the fact, not the wording, decides: a summary that merely mentions scale asks for nothing
+    assert "params" not in args("x is not normalised, says the prose only")
 
 
 def _loop(clip: bool) -> str:
@@ -489,7 +492,7 @@ def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_pas
 
     top = Finding(failure_mode="exploding_gradients", confidence=0.9, evidence=[Evidence(what="x", value=1, source="s")],
                   summary="global gradient norm 215 is above 10 in a recurrent net (LSTM) whose loop never clips the "
-                          "gradient norm", fix="clip")
+                          "gradient norm", fix="clip", facts={"unclipped_recurrent": True})
     args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
                 if s.tool == "write_regression_test")
     assert "target" not in args and args["params"]["script.checks"] == ["finite_loss", "applied_grad_norm_bounded"]
@@ -644,7 +647,8 @@ def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspac
                   evidence=[Evidence(what="one-batch loss at lr 3e-05 (the run's)", source="overfit_test",
                                      value="slow: 1.942 -> 1.406 in 200 steps"),
                             Evidence(what="one-batch loss at lr 0.0009 (30x)", source="overfit_test",
-                                     value="slow: 1.942 -> 0.3558 in 200 steps")])
+                                     value="slow: 1.942 -> 0.3558 in 200 steps")],
+                  facts={"one_batch_steps": 200, "one_batch_ratio": 1.406 / 1.942})
     args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"],
                                              schedule_fns=["train.py:get_lr"]) if s.tool == "write_regression_test")
     assert args["template"] == "overfit_one_batch" and "command" not in args and "function" not in args
@@ -652,7 +656,8 @@ def test_a_too_small_lr_is_caught_by_the_one_batch_test_triage_measured(workspac
 
     too_high = top.model_copy(update={"failure_mode": "lr_too_high", "evidence": [
         Evidence(what="one-batch loss at lr 0.03 (the run's)", source="overfit_test", value="slow: 4.497 -> 1.024 in 200 steps"),
-        Evidence(what="one-batch loss at lr 0.003 (1/10)", source="overfit_test", value="passed: 4.497 -> 0.1475 in 46 steps")]})
+        Evidence(what="one-batch loss at lr 0.003 (1/10)", source="overfit_test", value="passed: 4.497 -> 0.1475 in 46 steps")],
+        "facts": {"one_batch_steps": 200, "one_batch_ratio": 1.024 / 4.497}})
     high = next(s.args for s in suggest_next([too_high], "train.py:make_target", None, command=["python", "train.py"])
                 if s.tool == "write_regression_test")
     assert high["template"] == "overfit_one_batch" and high["params"] == {"steps": 200, "max_final_ratio": 0.171}

@@ -254,6 +254,9 @@ def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
     stalled = lr_off(slow, faster, _loss(1.67, 1.40))
     assert stalled.failure_mode == "lr_too_low" and stalled.confidence >= 0.5
     assert any(e.source == "log_metrics" for e in stalled.evidence)
+    # the measurement the regression test's bound is set from travels as data, not as prose to parse back
+    from tools.triage import one_batch_at_run_lr
+    assert one_batch_at_run_lr(stalled) == (200, 1.41 / 1.94) and "facts" not in stalled.model_dump()
     learning = lr_off(slow, faster, _loss(1.67, 0.40))  # a healthy fine-tune also crawls on one batch
     assert learning.confidence < 0.5
     # Adam at too high an LR crawls too: a tenth of the LR learning the batch points the other way
@@ -357,7 +360,8 @@ def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
     lr = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr",
                  summary="at 30x its LR the model learns one batch, and the run's loss barely fell",
                  evidence=[Evidence(what="one-batch loss at lr 0.001 (the run's)", source="overfit_test",
-                                    value="slow: 1.102 -> 0.4126 in 200 steps")])
+                                    value="slow: 1.102 -> 0.4126 in 200 steps")],
+                 facts={"one_batch_steps": 200, "one_batch_ratio": 0.4126 / 1.102})
     labels = Finding(failure_mode="data_pipeline", confidence=0.65,
                      summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs")
 
@@ -382,7 +386,7 @@ def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients
     lr = Finding(failure_mode="lr_too_high", confidence=0.935, summary="the gradient norm grew step by step: the LR diverges")
     ex = Finding(failure_mode="exploding_gradients", confidence=0.9,
                  summary="global gradient norm 3.9e13 is above 10 in a recurrent net (RNN) whose loop never clips the "
-                         "gradient norm")
+                         "gradient norm", facts={"unclipped_recurrent": True})
     nan = Finding(failure_mode="nan_inf", confidence=0.885, summary="first non-finite value at step 24")
     rnn = [SimpleNamespace(type="RNN"), SimpleNamespace(type="Linear")]
     weighed = sorted(weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=False, modules=rnn)),

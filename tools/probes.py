@@ -308,6 +308,7 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                  "Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm"),
             avoid=("Do not lower the LR until the loss barely moves: an unrolled recurrent net needs its norm clipped"
                    if unclipped_rnn else ""),
+            facts={"unclipped_recurrent": True} if unclipped_rnn else {},
             # the recurrence is where an unclipped RNN explodes, whichever layer's gradient ends up the largest
             location=next((m.name for m in rep.modules if m.type in RECURRENT), None) if unclipped_rnn
             else top[0].module if top else None))
@@ -1110,7 +1111,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                 evidence=[Evidence(what="feature mean range", value=f"{_fmt(lo_hi[0])}..{_fmt(lo_hi[1])}", source=src),
                           Evidence(what="max feature std", value=lo_hi[3], source=src)],
                 fix="Standardise each feature with the training set's mean/std (the same constants at eval time)",
-                location=i.name))
+                location=i.name, facts={"inputs_not_normalised": True}))
     same = raw.get("identical_batches") or {}
     if same.get("batches", 0) >= 3 and same.get("equal_to_first") == same.get("batches"):
         rep.findings.append(Finding(

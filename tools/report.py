@@ -50,6 +50,9 @@ class Finding(BaseModel):
     fix: str = ""
     avoid: str = ""
     location: str | None = Field(None, description="file:line, module name or parameter name")
+    # what later steps act on (the next steps, the regression test's parameters), kept as data rather than
+    # re-read from the prose; internal: the reply already states it in the summary and evidence
+    facts: dict[str, float | int | bool | str] = Field(default_factory=dict, exclude=True)
 
     @model_validator(mode="after")
     def _default_avoid(self) -> "Finding":

@@ -447,10 +447,13 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
     said = (", and the run's loss barely fell" if run_stalled else
             ", and one batch stalls at this LR about where the whole run's loss sits: the LR sets the floor"
             if floor else "; the log does not show a stalled run, so this is a hypothesis")
+    first_b, last_b = slow.initial_loss, slow.final_loss
+    measured = ({"one_batch_steps": slow.steps_run, "one_batch_ratio": last_b / first_b}
+                if is_finite(first_b) and is_finite(last_b) and first_b > 0 and last_b >= 0 and slow.steps_run else {})
     return Finding(
         failure_mode=mode, confidence=0.75 if run_stalled else 0.7 if floor else 0.45, evidence=evidence,
         summary=f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own {fell:.0%}"
-                + said, fix=fix, location="optimizer lr")
+                + said, fix=fix, location="optimizer lr", facts=measured)
 
 
 FLOOR_NEAR = 0.8  # one batch at the run's LR ends at or above this fraction of the run's lowest logged loss
@@ -498,8 +501,6 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Findin
     return out
 
 
-CLIP_FIRST = " (in a recurrent net that never clips: clip first)"
-
 
 def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
     """In a recurrent net whose loop never clips (measured in the user's script), a gradient norm that blows up
@@ -511,12 +512,14 @@ def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
                  and any(m.type in RECURRENT for m in getattr(script_grads, "modules", [])))
     by = {f.failure_mode: f for f in findings}
     lr, ex = by.get("lr_too_high"), by.get("exploding_gradients")
-    if not unclipped or lr is None or ex is None or "never clips" not in ex.summary or ex.confidence > lr.confidence:
+    if not unclipped or lr is None or ex is None or not ex.facts.get("unclipped_recurrent") \
+            or ex.confidence > lr.confidence:
         return findings
     lead = max(ex.confidence, lr.confidence)
     out = [f.model_copy(update={"confidence": lead}) if f is ex else
            f.model_copy(update={"confidence": max(0.0, lead - 0.05),
-                                "summary": f"{f.summary}{CLIP_FIRST}"})
+                                "summary": f"{f.summary} (in a recurrent net that never clips: clip first)",
+                                "facts": {**f.facts, "waits_for_clipping": True}})
            if f is lr else f for f in findings]
     return out
 
@@ -669,7 +672,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if f.failure_mode == "healthy":
             break
         tool, why = NEXT_FOR.get(f.failure_mode, ("tail_log", "look at the raw evidence"))
-        if tool in already_ran or f.summary.endswith(CLIP_FIRST):
+        if tool in already_ran or f.facts.get("waits_for_clipping"):
             continue  # an LR reading in a net that must be clipped first: probing the LR now would mislead
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
@@ -683,7 +686,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 **({"command": list(command)} if command else {})}
         if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
             args["function"] = schedule_fns[0]
-        if top.failure_mode == "exploding_gradients" and command and "never clips" in top.summary:
+        if top.failure_mode == "exploding_gradients" and command and top.facts.get("unclipped_recurrent"):
             # the fix is clipping in the loop: pre-clip norms stay large after it, the norm the optimizer
             # steps with does not; only the script shows it (the factory's clean loop has no clip to add)
             args.pop("target", None)
@@ -707,7 +710,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("function", None)
             args.update(template="overfit_one_batch",
                         params={"steps": n, "max_final_ratio": round(min(0.5, ONE_BATCH_MARGIN * ratio), 3)})
-        if top.failure_mode == "data_pipeline" and re.search(r"not normalis|not standardis", top.summary):
+        if top.failure_mode == "data_pipeline" and top.facts.get("inputs_not_normalised"):
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         steps.append(NextStep(tool="write_regression_test", args=args,
                               why="BEFORE the fix: it must fail now, and pass after the fix"))
@@ -721,18 +724,12 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
 
 
 ONE_BATCH_MARGIN = 0.75  # the regression test's one-batch loss ratio must beat the buggy LR's by this factor
-ONE_BATCH_AT_RUN_LR = re.compile(r"(-?[\d.]+(?:e[-+]?\d+)?) -> (-?[\d.]+(?:e[-+]?\d+)?) in (\d+) steps")
 
 
 def one_batch_at_run_lr(f: Finding) -> tuple[int, float] | None:
-    """(steps, final/initial loss) of the one-batch test at the run's own LR, from an lr_off finding's evidence."""
-    for e in f.evidence:
-        m = ONE_BATCH_AT_RUN_LR.search(str(e.value)) if e.source == "overfit_test" and "(the run's)" in e.what else None
-        if m:
-            first, last, steps = float(m.group(1)), float(m.group(2)), int(m.group(3))
-            if first > 0 and 0 <= last and steps > 0:
-                return steps, last / first
-    return None
+    """(steps, final/initial loss) of the one-batch test at the run's own LR, as lr_off measured it."""
+    steps, ratio = f.facts.get("one_batch_steps"), f.facts.get("one_batch_ratio")
+    return (int(steps), float(ratio)) if steps and ratio is not None else None
 
 
 SCHEDULE_NAME = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler)(_|$)|^get_lr|lr_lambda", re.I)
