@@ -104,6 +104,25 @@ def test_merge_raises_confidence_when_two_steps_agree_but_not_when_one_repeats_i
     assert same[0].confidence == 0.7
 
 
+def test_what_is_wrong_leads_a_merge_over_a_symptom_however_corroborated():
+    """Dev run char_gpt_y_offset_mismatch: init_loss_check sees that the inputs carry no information (0.7),
+    the static rule corroborates it (0.6, merged to 0.88), and sequence_check measures the cause (0.85: targets cut
+    at another offset). The reply's summary and fix must be the cause's; the order the steps finish in is moot."""
+    symptom = Finding(failure_mode="data_pipeline", confidence=0.7, summary="the inputs carry no information",
+                      fix="print a batch", facts={"symptom_only": True})
+    static = Finding(failure_mode="data_pipeline", confidence=0.6, summary="x and y drawn apart", location="train.py:68")
+    cause = Finding(failure_mode="data_pipeline", confidence=0.85, summary="targets cut at another offset",
+                    fix="draw x and y from one offset", location="train.py:158")
+    for order in ([("static_scan", static), ("init_loss_check", symptom), ("sequence_check", cause)],
+                  [("sequence_check", cause), ("init_loss_check", symptom), ("static_scan", static)]):
+        top = merge_findings(order)[0]
+        assert top.summary == "targets cut at another offset" and top.fix == "draw x and y from one offset"
+        assert top.location == "train.py:158" and "symptom_only" not in top.facts and top.confidence > 0.85
+    # alone, the symptom still leads what the code reading says
+    top = merge_findings([("static_scan", static), ("init_loss_check", symptom)])[0]
+    assert top.summary == "the inputs carry no information" and top.location == "train.py:68"
+
+
 def test_a_probe_cut_short_by_the_budget_is_not_called_a_hang():
     from tools.errors import TriageError
 

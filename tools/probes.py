@@ -940,7 +940,8 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             failure_mode="data_pipeline", confidence=0.7,
             summary="after a short training the loss on random inputs equals the loss on the real ones: the inputs carry no information",
             evidence=[Evidence(what="loss real inputs", value=rr, source=src), Evidence(what="loss random inputs", value=rd, source=src)],
-            fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs"))
+            fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs",
+            facts={"symptom_only": True}))
     return rep
 
 
@@ -1165,7 +1166,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                       Evidence(what="held-out loss, trained on permuted labels", value=p, source=src),
                       Evidence(what="held-out loss at init", value=i0, source=src)],
             fix=("Index inputs and labels together (one permutation, one filter for both) and look at a batch; "
-                 "if overfit_test also fails, rule out the model first")))
+                 "if overfit_test also fails, rule out the model first"), facts={"symptom_only": True}))
     return rep
 
 

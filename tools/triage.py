@@ -147,28 +147,34 @@ class TriageReport(Report):
 
 def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
     """One finding per failure mode, ranked; corroboration by a second step raises confidence."""
-    by_mode: dict[str, tuple[Finding, set[str], bool]] = {}
+    # per mode: the merged finding, the steps behind it, and the rank of the finding that leads it
+    by_mode: dict[str, tuple[Finding, set[str], tuple]] = {}
     for step, f in found:
         # the script run of a probe measures the same signal, and tail_log and log_metrics read the same
         # file: neither is independent corroboration
         step = "log" if step in ("tail_log", "log_metrics") else step.split(":")[0]
-        probe = step in PROBES
+        # the measured (probe) finding leads; then one that says what is wrong over one that only sees that
+        # something is (the inputs carry no information: which bug?); among equals, the more confident one.
+        # The leader's own confidence counts, not what corroboration has raised it to.
+        rank = (step in PROBES, not f.facts.get("symptom_only"), f.confidence)
         if f.failure_mode not in by_mode:
-            by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, probe)
+            by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, rank)
             continue
-        best, steps, best_probe = by_mode[f.failure_mode]
+        best, steps, best_rank = by_mode[f.failure_mode]
         if step in steps:  # the same step saying it twice is not new evidence
             if f.confidence > best.confidence:
-                by_mode[f.failure_mode] = (f.model_copy(deep=True), steps, probe)
+                by_mode[f.failure_mode] = (f.model_copy(deep=True), steps, rank)
             continue
-        # the measured (probe) finding leads; among equals, the more confident one
-        f_leads = (probe, f.confidence) > (best_probe, best.confidence)
+        f_leads = rank > best_rank
         lead, other = (f, best) if f_leads else (best, f)
         merged = lead.model_copy(deep=True)
         merged.confidence = min(CORROBORATED_CAP, 1 - (1 - f.confidence) * (1 - best.confidence))
         merged.evidence = lead.evidence + [e for e in other.evidence if e not in lead.evidence]
         merged.location = lead.location or other.location
-        by_mode[f.failure_mode] = (merged, steps | {step}, probe or best_probe)
+        merged.facts = {**other.facts, **lead.facts}
+        if not lead.facts.get("symptom_only"):  # what leads says what is wrong
+            merged.facts.pop("symptom_only", None)
+        by_mode[f.failure_mode] = (merged, steps | {step}, max(rank, best_rank))
     # the cause nan_hook_run attributed a NaN to outranks the NaN itself (the symptom)
     cause = next((f for step, f in found if step.startswith("nan_hook_run") and f.failure_mode != "nan_inf"
                   and f.confidence >= DECISIVE), None)
@@ -179,7 +185,7 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
             nan.confidence = max(0.0, top.confidence - 0.05)
     # a NaN only the log shows (no probe localised an op) is a symptom: a bug that makes training diverge,
     # found in the code or measured, is its cause and leads
-    if "nan_inf" in by_mode and not by_mode["nan_inf"][2]:
+    if "nan_inf" in by_mode and not by_mode["nan_inf"][2][0]:
         nan = by_mode["nan_inf"][0]
         causes = [by_mode[m][0] for m in DIVERGENCE_CAUSES if m in by_mode and by_mode[m][0].confidence >= 0.6]
         if causes and nan.confidence >= max(c.confidence for c in causes):
