@@ -1094,3 +1094,14 @@ def test_validation_jittering_above_its_best_is_noise_not_overfitting(tmp_path):
     assert not any(f.failure_mode == "overfitting" for f in r.findings), r.text()
     write(tmp_path / "o.log", lambda e: 0.17 - 0.025 * e if e < 5 else 0.045 + 0.006 * (e - 4))
     assert any(f.failure_mode == "overfitting" for f in log_metrics(tmp_path / "o.log").findings)
+
+
+def test_a_one_line_summary_loss_is_not_the_training_curve(tmp_path):
+    """Dev run booking_agent_rate_leak: 'backtest next_month loss=0.6052' closes a log of epoch lines with
+    train_loss; reading that one point as the run's loss made triage call a learning run stalled (lr_too_low)."""
+    lines = [f"2026-11-26 07:03:18,003 INFO epoch {e} train_loss={0.67 - 0.012 * e:.4f} val_loss={0.63 - 0.009 * e:.4f} "
+             f"val_acc=0.76" for e in range(1, 17)]
+    lines.append("2026-11-26 07:03:18,176 INFO backtest next_month loss=0.6052 acc=0.710 auc=0.762")
+    rep = log_metrics(write(tmp_path / "train.log", "\n".join(lines) + "\n"))
+    assert rep.loss_series == "train_loss" and rep.val_series == "val_loss", rep.text()
+    assert rep.shape != "too_short" and next(s for s in rep.series if s.name == "train_loss").count == 16

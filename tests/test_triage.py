@@ -270,6 +270,9 @@ def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
     slow = _overfit(3e-5, "slow", 1.94, 1.41)          # 28% of the one-batch loss gone at the run's LR
     faster = _overfit(9e-4, "slow", 1.94, 0.36)        # 82% at 30x
     assert learns_faster(slow, faster) and not learns_faster(slow, _overfit(9e-4, "slow", 1.94, 1.30))
+    # dev run booking_agent_rate_leak: the run's LR took the batch 0.691 -> 0.0597 (just short of the pass mark),
+    # 30x passed at 0.0345: the batch is learnt at the run's LR, there is no LR finding to make
+    assert not learns_faster(_overfit(1e-3, "slow", 0.691, 0.0597), _overfit(3e-2, "passed", 0.691, 0.0345))
     stalled = lr_off(slow, faster, _loss(1.67, 1.40))
     assert stalled.failure_mode == "lr_too_low" and stalled.confidence >= 0.5
     assert any(e.source == "log_metrics" for e in stalled.evidence)

@@ -1247,7 +1247,11 @@ def _pick_loss(series: dict[str, _Series]) -> tuple[_Series | None, _Series | No
     train = [s for s in losses if not _is_val(s.name)]
     val = [s for s in losses if _is_val(s.name)]
     pref = ("loss", "train_loss", "train/loss", "training_loss", "loss/train", "lm_loss", "train_loss_step")
-    train.sort(key=lambda s: (s.name.lower() not in pref, pref.index(s.name.lower()) if s.name.lower() in pref else 0, -s.count))
+    # a name alone does not make the training curve: a summary line at the end ("backtest loss=0.61", "test
+    # loss") is one point beside an epoch-by-epoch train_loss
+    most = max((s.count for s in train), default=0)
+    train.sort(key=lambda s: (4 * s.count < most, s.name.lower() not in pref,
+                              pref.index(s.name.lower()) if s.name.lower() in pref else 0, -s.count))
     # the loss the log names as validation (val before eval before test), and the fullest of those
     order = ("val", "valid", "eval", "test")
 
