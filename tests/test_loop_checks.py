@@ -148,6 +148,79 @@ def test_masked_fill_computed_but_discarded_is_leakage_named_at_the_attention_an
     assert "leaky.py" in f.location and "CausalSelfAttention.forward" in f.location
 
 
+MASKED_LM = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+T = 16
+
+
+class SDPA(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.qkv, self.n = nn.Linear(d, 3 * d), 4
+        self.register_buffer("m", MASK)
+
+    def forward(self, x):
+        B, T_, C = x.shape
+        q, k, v = (t.view(B, T_, self.n, C // self.n).transpose(1, 2) for t in self.qkv(x).split(C, 2))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.m[:T_, :T_])
+        return y.transpose(1, 2).reshape(B, T_, C)
+
+
+class LM(nn.Module):
+    def __init__(self, vocab=40, d=32):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        self.body = BODY
+        self.head = nn.Linear(d, vocab)
+        self.register_buffer("m", MASK)
+
+    def forward(self, idx):
+        x = self.emb(idx) + self.pos(torch.arange(idx.shape[1]))
+        x = CALL
+        return self.head(x)
+
+
+def make_target():
+    torch.manual_seed(0)
+    data = torch.randint(0, 40, (8, T + 1))
+    return {"model": LM(), "batch": (data[:, :-1], data[:, 1:]),
+            "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2), b[1])}
+'''
+ENCODER = ("nn.TransformerEncoder(nn.TransformerEncoderLayer(d, 4, 64, 0.0, batch_first=True, bias=False), 1)",
+           "self.body(x, mask=self.m)")
+MASKS = {"bool_upper": "torch.ones(T, T, dtype=torch.bool).triu(1)",      # True = blocked (nn.MultiheadAttention)
+         "bool_lower": "torch.ones(T, T, dtype=torch.bool).tril()",       # True = may attend (sdpa)
+         "float_tril": "torch.tril(torch.ones(T, T))",                    # nanoGPT's 0/1 buffer
+         "float_inf": "nn.Transformer.generate_square_subsequent_mask(T)"}
+
+
+def masked_lm(ws: Path, name: str, mask: str, body=("SDPA()", "self.body(x)")) -> str:
+    (ws / name).write_text(MASKED_LM.replace("MASK", MASKS[mask]).replace("BODY", body[0]).replace("CALL", body[1]))
+    return f"{ws / name}:make_target"
+
+
+def test_a_mask_of_the_wrong_kind_for_its_attention_api_is_named_with_what_it_leaves_open(workspace):
+    """Dev runs dispatch_gpt_sdpa_mask_inverted (a True-means-blocked bool mask handed to scaled_dot_product_attention,
+    where True means 'may attend') and weather_gpt_float_tril_mask (nanoGPT's 0/1 float tril buffer handed to
+    nn.TransformerEncoder, which adds a float mask to the scores): the leak is localised to the attention, not to the
+    LayerNorm after it, and the hint says what the mask leaves open and what that API expects."""
+    rep = seq(workspace, masked_lm(workspace, "inverted.py", "bool_upper"))
+    assert modes(rep) == ["data_leakage"] and rep.leak_module == "body", rep.text()
+    assert "True at 100% of the future positions" in rep.leak_hints[0] and "inverted.py:" in rep.leak_hints[0]
+    assert "is_causal=True" in rep.findings[0].fix
+    rep = seq(workspace, masked_lm(workspace, "float01.py", "float_tril", ENCODER))
+    assert modes(rep) == ["data_leakage"] and rep.leak_module.startswith("body.layers.0"), rep.text()
+    assert "only -inf blocks" in rep.leak_hints[0] and "0..0 above the diagonal" in rep.leak_hints[0]
+    # the same APIs with the mask they expect: causal, quiet
+    for name, mask, body in (("sdpa_ok.py", "bool_lower", ("SDPA()", "self.body(x)")),
+                             ("encoder_ok.py", "float_inf", ENCODER), ("encoder_bool.py", "bool_upper", ENCODER)):
+        rep = seq(workspace, masked_lm(workspace, name, mask, body))
+        assert rep.causal is True and rep.findings == [], (name, rep.text())
+
+
 # ------------------------------------------------------------------ targets
 
 def test_unshifted_targets_are_leakage_even_with_a_causal_model(workspace):

@@ -227,6 +227,86 @@ def _hints(fn) -> list:
     return out[:4]
 
 
+def _future_open(mask, api):
+    """Share of the future (above the diagonal) a (.., T, T) attention mask leaves open, as `api` reads it:
+    scaled_dot_product_attention takes a bool True as 'may attend', nn.MultiheadAttention as 'blocked'; a float
+    mask is added to the scores in both, so only a large negative value blocks."""
+    if not isinstance(mask, torch.Tensor) or mask.dim() < 2 or mask.shape[-1] != mask.shape[-2] or mask.shape[-1] < 2:
+        return None
+    m = mask.detach().reshape(-1, mask.shape[-2], mask.shape[-1])[0]
+    future = torch.ones_like(m, dtype=torch.bool).triu(1)
+    if m.dtype == torch.bool:
+        open_ = m if api == "sdpa" else ~m
+    elif m.is_floating_point():
+        open_ = m > -1e4
+    else:
+        return None
+    return float(open_[future].float().mean()), m
+
+
+def _caller() -> str:
+    import sys
+    f, cwd = sys._getframe(2), os.getcwd() + os.sep
+    path = f.f_code.co_filename
+    return f"{path[len(cwd):] if path.startswith(cwd) else path}:{f.f_lineno}"
+
+
+def mask_hints(cap, model) -> list:
+    """What the masks handed to attention leave open: a mask built for one API and read by another (a bool
+    'allowed' mask where True means 'blocked', a 0/1 float mask that is added to the scores) blocks nothing."""
+    seen, hooks = [], []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kw):
+        mask = kw.get("attn_mask", args[3] if len(args) > 3 else None)
+        causal = kw.get("is_causal", args[5] if len(args) > 5 else False)
+        seen.append(("scaled_dot_product_attention", "sdpa", "causal" if causal and mask is None else mask, _caller()))
+        return sdpa(*args, **kw)
+
+    def pre(name, pos, keys):
+        def hook(m, args, kwargs):
+            mask = next((kwargs[k] for k in keys if kwargs.get(k) is not None), args[pos] if len(args) > pos else None)
+            seen.append((f"{name} ({type(m).__name__})", "mha", mask, None))
+        return hook
+
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.MultiheadAttention):
+            hooks.append(m.register_forward_pre_hook(pre(name, 5, ("attn_mask",)), with_kwargs=True))
+        elif isinstance(m, torch.nn.TransformerEncoderLayer):
+            hooks.append(m.register_forward_pre_hook(pre(name, 1, ("src_mask",)), with_kwargs=True))
+    F.scaled_dot_product_attention = spy
+    try:
+        cap()
+    finally:
+        F.scaled_dot_product_attention = sdpa
+        for h in hooks:
+            h.remove()
+    out: list = []
+    for who, api, mask, where in seen:
+        if api == "sdpa" and mask is None:
+            out.append(f"{where}: scaled_dot_product_attention ran with neither attn_mask nor is_causal=True")
+            break
+        found = _future_open(mask, api)
+        if found is None or found[0] == 0.0:
+            continue
+        share, m = found
+        at = f"{where}: " if where else ""
+        if m.dtype == torch.bool and api == "sdpa":
+            out.append(f"{at}the bool attn_mask given to {who} is True at {share:.0%} of the future positions: for "
+                       "scaled_dot_product_attention True means 'may attend' (nn.MultiheadAttention reads True as "
+                       "'blocked'); pass is_causal=True, or the lower-triangular mask (~mask)")
+        elif m.dtype == torch.bool:
+            out.append(f"{at}the bool mask given to {who} is False at {share:.0%} of the future positions: there True "
+                       "means 'blocked'; use torch.triu(torch.ones(T, T, dtype=torch.bool), 1)")
+        else:
+            vals = m[torch.ones_like(m, dtype=torch.bool).triu(1)]
+            out.append(f"{at}the float mask given to {who} holds {float(vals.min()):g}..{float(vals.max()):g} above "
+                       "the diagonal: a float mask is added to the scores, so only -inf blocks; use "
+                       "nn.Transformer.generate_square_subsequent_mask(T) or a bool mask")
+        break  # the first layer's mask says it; the others are the same mask
+    return out
+
+
 def localise(cap, model, B, T_, cut, perturb, rel):
     """The deepest module whose output at <= cut changes while its inputs at <= cut do not."""
     tapes = []
@@ -261,8 +341,8 @@ def localise(cap, model, B, T_, cut, perturb, rel):
         owner_name = owner_name.rsplit(".", 1)[0] if "." in owner_name else ""
         owner = mods.get(owner_name, model)
     path, first, _ = _where(type(owner).forward)
-    hints = _hints(type(owner).forward)
-    if _is_torch(type(m)):
+    hints = mask_hints(cap, model) + _hints(type(owner).forward)
+    if _is_torch(type(m)) and not hints:
         hints.insert(0, f"{type(m).__name__} attends to every position unless given a causal mask "
                         "(attn_mask / is_causal=True, e.g. nn.Transformer.generate_square_subsequent_mask(T))")
     return {"module": c["name"] or "(root)", "module_type": type(m).__name__,
@@ -432,7 +512,11 @@ def run(job):
     report["causal"] = None if not checks else not any(c["leak"] for c in checks)
     if leak_cut is not None:
         job.progress(2.5, 4, "localising the leak")
-        report["leak"] = localise(cap, model, B, T_, leak_cut, perturber(leak_cut), eps)
+        # upstream of the leak the past is computed from the same numbers in the same order: bit for bit the
+        # same, so any change beyond the run-to-run noise marks the leak (the logits' tolerance would let a small
+        # change pass the attention that makes it and blame the LayerNorm after the residual add, which scales it)
+        report["leak"] = localise(cap, model, B, T_, leak_cut, perturber(leak_cut),
+                                  max(eps * 1e-3, 10 * noise / (1 + scale)))
 
     # which target each position is scored against, and whether pad positions count
     job.progress(3, 4, "loss alignment")
