@@ -394,6 +394,26 @@ def test_nanogpt_warmup_bound_on_lr_decay_iters_is_lr_too_high_at_the_warmup_ret
     assert any("return learning_rate * (it + 1)" in str(e.value) for e in f.evidence)
 
 
+def test_upper_case_config_constants_are_the_same_settings(workspace):
+    """Dev run dispatch_gpt_sdpa_mask_inverted: lr_at(it) reads TRAIN_ITERS / WARMUP_ITERS / LR / MIN_LR; the check
+    said 'no horizon' (an error step in triage's reply) because it knew the names only in lower case."""
+    src = NANOGPT_TRAIN.replace("WARMUP_BOUND", "warmup_iters").replace("MAX_ITERS", "5000")
+    for name in ("learning_rate", "max_iters", "warmup_iters", "lr_decay_iters", "min_lr", "decay_lr"):
+        src = src.replace(name, name.upper())
+    src = src.replace("MAX_ITERS", "TRAIN_ITERS")
+    (workspace / "upper.py").write_text(src)
+    rep = sched(workspace, lr_schedule="upper.py:get_lr")
+    assert rep.horizon == 5000 and rep.horizon_from == "train_iters" and rep.base_lr == 6e-4 and rep.warmup == 2000
+    assert modes(rep) == ["lr_too_high"] and "never decays" in rep.findings[0].summary  # LR_DECAY_ITERS 600000
+
+
+def test_triage_checks_schedule_functions_of_the_step_not_scheduler_factories(tmp_path):
+    from tools.triage import schedule_functions
+    (tmp_path / "train.py").write_text("def get_lr(it): return 1.0\ndef lr_at(step): return 1.0\n"
+                                       "def make_scheduler(optimizer): return None\ndef build_lr(opt): return None\n")
+    assert schedule_functions([tmp_path / "train.py"], tmp_path, limit=4) == ["train.py:get_lr", "train.py:lr_at"]
+
+
 def test_a_decay_span_longer_than_the_run_never_decays(workspace):
     rep = sched(workspace, lr_schedule=nanogpt(workspace, "train.py", "warmup_iters", max_iters=5000))
     assert rep.horizon == 5000 and modes(rep) == ["lr_too_high"]

@@ -756,8 +756,10 @@ def schedule_functions(sources: list[Path], workspace: Path, limit: int = 2) -> 
         except (SyntaxError, ValueError, OSError):
             continue
         for node in tree.body:
+            # one argument, the step: make_scheduler(optimizer) builds a scheduler, it is not a schedule
             if isinstance(node, ast.FunctionDef) and SCHEDULE_NAME.search(node.name) \
-                    and len(node.args.args) == 1 and not node.args.vararg:
+                    and len(node.args.args) == 1 and not node.args.vararg \
+                    and not re.match(r"opt", node.args.args[0].arg):
                 try:
                     rel = path.resolve().relative_to(workspace.resolve())
                 except ValueError:

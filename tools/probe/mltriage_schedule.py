@@ -24,9 +24,9 @@ from mltriage_io import UserCodeError, main
 from mltriage_target import TargetSpecError, import_callable
 
 HORIZON_NAMES = ("max_iters", "max_steps", "total_steps", "num_training_steps", "num_iters", "train_steps",
-                 "total_iters", "max_iter", "num_steps")
+                 "total_iters", "max_iter", "num_steps", "train_iters", "n_iters", "n_steps")
 WARMUP_NAMES = ("warmup_iters", "warmup_steps", "num_warmup_steps", "warmup")
-BASE_NAMES = ("learning_rate", "lr", "max_lr", "base_lr", "peak_lr", "LR", "LEARNING_RATE")
+BASE_NAMES = ("learning_rate", "lr", "max_lr", "base_lr", "peak_lr")
 MIN_NAMES = ("min_lr", "final_lr", "lr_min", "end_lr", "eta_min")
 DECAY_NAMES = ("lr_decay_iters", "decay_steps", "decay_iters", "lr_decay_steps")
 FLAG_NAMES = ("decay_lr",)
@@ -118,7 +118,7 @@ def load_schedule(spec: str, workspace: str):
     if not where.endswith(".py"):
         fn = import_callable(spec, workspace, what="schedule")
         g = getattr(fn, "__globals__", {})
-        config = {k: g[k] for k in _config_names() if k in g}
+        config = {k.lower(): g[k] for k in g if k.lower() in _config_names()}
         return fn, config, notes
     path = Path(where) if Path(where).is_absolute() else Path(workspace) / where
     if not path.is_file():
@@ -137,11 +137,11 @@ def load_schedule(spec: str, workspace: str):
         why = scope.failed.get(name)
         raise TargetSpecError(f"{path.name}: {name!r} is not a function" + (f" ({why})" if why else ""))
     config = {}
-    for k in _config_names():
-        if k in scope.defs:
+    for k in scope.defs:
+        if k.lower() in _config_names():
             v = scope.value(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool) and k in FLAG_NAMES:
-                config[k] = v
+            if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool) and k.lower() in FLAG_NAMES:
+                config[k.lower()] = v
     if scope.dynamic:
         notes.append(f"{path.name} changes its globals at run time (exec/globals()); the values here are its "
                      "top-level defaults, without command-line or config-file overrides: pass horizon to override")
@@ -152,6 +152,7 @@ def load_schedule(spec: str, workspace: str):
 
 
 def _config_names():
+    """Config names in lower case: a script's MAX_ITERS / WARMUP_ITERS constants are the same settings."""
     return HORIZON_NAMES + WARMUP_NAMES + BASE_NAMES + MIN_NAMES + DECAY_NAMES + FLAG_NAMES
 
 
