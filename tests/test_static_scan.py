@@ -1236,3 +1236,45 @@ def test_inputs_and_targets_indexed_by_two_random_draws_are_flagged(body, flagge
     if flagged:
         assert hits[0].failure_mode == "data_pipeline" and hits[0].line == line_of(code, "y = torch.stack")
         assert "own random draw" in hits[0].why
+
+
+# --- a label statistic fitted on every row feeds the features (booking_agent_rate_leak) --------------
+
+TARGET_ENCODING = '''
+import numpy as np
+
+def fit_rate(groups, target, m=20.0):
+    keys, inv = np.unique(groups, return_inverse=True)
+    prior = target.mean()
+    return dict(zip(keys, (np.bincount(inv, weights=target) + m * prior) / (np.bincount(inv) + m))), prior
+
+def load(df):
+    y = df["is_canceled"].astype(np.float32)
+    tr, va = train_val_split(len(y))
+    FIT
+    rate = np.array([table.get(a, prior) for a in df["agent"]])
+    X = np.column_stack([df["lead_time"], rate])
+    return X[tr], y[tr], X[va], y[va]
+'''
+
+
+@pytest.mark.parametrize("fit,flagged", [
+    ('table, prior = fit_rate(df["agent"], y)', True),                  # every row's label, validation included
+    ('table, prior = fit_rate(df["agent"][tr], y[tr])', False),         # the training rows only
+    ('table, prior = fit_rate(df["agent"], df["agent_tier"])', False),  # no label in it
+    ('weights = np.bincount(y.astype(int)); table, prior = {}, 0.5', False),  # class weights: not a feature
+])
+def test_a_label_statistic_fitted_on_all_rows_and_fed_to_the_features_is_leakage(fit, flagged):
+    code = TARGET_ENCODING.replace("FIT", fit)
+    hits = hits_of(code, "label_statistic_in_features")
+    assert bool(hits) == flagged, hits
+    if flagged:
+        assert hits[0].failure_mode == "data_leakage" and hits[0].line == line_of(code, "table, prior = fit_rate")
+        assert "fitted on all of `y`" in hits[0].why and "features `X`" in hits[0].why
+
+
+def test_a_fit_on_all_labels_in_a_function_that_never_splits_is_not_flagged():
+    # without a split in sight, the rows may all be training rows (a held-out file read elsewhere)
+    code = TARGET_ENCODING.replace("    tr, va = train_val_split(len(y))\n", "").replace(
+        "FIT", 'table, prior = fit_rate(df["agent"], y)').replace("X[tr], y[tr], X[va], y[va]", "X, y")
+    assert hits_of(code, "label_statistic_in_features") == []

@@ -62,6 +62,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "inputs and targets are indexed by two separate random draws, so each target row belongs to another sample",
          "draw the indices once and index both with them: ix = torch.randint(len(data) - T, (B,)); "
          "x = stack([data[i:i+T] for i in ix]); y = stack([data[i+1:i+T+1] for i in ix])"),
+    Rule("label_statistic_in_features", "data_leakage", 0.6,
+         "a statistic fitted on every row's label (validation rows included) feeds the input features: each row's "
+         "feature carries its own label, so validation scores look better than the model is (target leakage)",
+         "fit label statistics (target encoding, per-group label means) on the training rows only (y[train_idx]), "
+         "out of fold for the training rows themselves, and apply that table to validation and test rows"),
     Rule("softmax_into_cross_entropy", "loss_function", 0.85,
          "cross-entropy applies log-softmax itself; feeding it softmax probabilities softmaxes twice, squashing the gradients and putting a floor under the loss",
          "give CrossEntropyLoss / F.cross_entropy the raw logits; drop the Softmax from the model (apply it only for inference)"),
@@ -1946,6 +1951,54 @@ def rule_inputs_and_targets_drawn_apart(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- target leakage -----------------------------------------------------------------------------
+
+FEATURE_WORDS = ("x", "feat", "input")
+# calls that move the labels without fitting anything on them
+LABEL_PLUMBING = {"len", "print", "from_numpy", "tensor", "as_tensor", "asarray", "array", "float", "int", "astype",
+                  "TensorDataset", "zip", "DataLoader", "isnan", "isfinite", "unique", "bincount", "shape", "to"}
+
+
+def _feature_name(name: str) -> bool:
+    low = name.lower()
+    return low in INPUT_NAMES or any(low.startswith(w) or low.endswith("_" + w) for w in FEATURE_WORDS)
+
+
+def rule_label_statistic_in_features(f: ParsedFile) -> list[Hit]:
+    """table = fit_rate(df["agent"], y); rate = apply(table); X = featurize(df, rate), in a function that splits
+    its rows into train and validation: every row's label, validation rows included, shaped its own feature."""
+    hits = []
+    for scope in [f.tree, *f.functions.values()]:  # a script's top level splits and fits too
+        body = [n for n in ast.walk(scope) if f.scope_of.get(n) is scope]
+        calls = [n for n in body if isinstance(n, ast.Call)]
+        if not any("split" in _name(c).lower() for c in calls):
+            continue
+        labels = {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets
+                  if isinstance(t, ast.Name) and t.id in TARGET_NAMES}
+        assigns = sorted((n for n in body if isinstance(n, ast.Assign)), key=lambda n: n.lineno)
+        for n in assigns:
+            fit = n.value if isinstance(n.value, ast.Call) else None
+            if fit is None or "split" in _name(fit).lower() or _name(fit) in LABEL_PLUMBING or not any(
+                    isinstance(a, ast.Name) and a.id in labels for a in list(fit.args) + [k.value for k in fit.keywords]):
+                continue
+            tainted = {x.id for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+            reached = None
+            for later in assigns:
+                if later.lineno <= n.lineno:
+                    continue
+                if any(isinstance(x, ast.Name) and x.id in tainted for x in ast.walk(later.value)):
+                    names = {x.id for t in later.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+                    tainted |= names
+                    reached = reached or next((m for m in sorted(names) if _feature_name(m)), None)
+            if reached:
+                label = next(a.id for a in list(fit.args) + [k.value for k in fit.keywords]
+                             if isinstance(a, ast.Name) and a.id in labels)
+                why = (f"`{f.seg(fit)}` is fitted on all of `{label}` (every row's label, validation rows included) "
+                       f"and reaches the features `{reached}`: " + RULES["label_statistic_in_features"].why)
+                hits.append((n, "label_statistic_in_features", {"why": why}))
+    return hits
+
+
 # --- VAE objective ---------------------------------------------------------------------------
 
 
@@ -2062,7 +2115,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
-                  rule_inputs_and_targets_drawn_apart]
+                  rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features]
 
 
 # ---------------------------------------------------------------------------------------------
