@@ -340,6 +340,15 @@ def test_a_nan_risk_read_from_the_code_is_a_hypothesis_when_the_logged_loss_stay
     assert weigh_by_log([static], loss(200, 3))[0].confidence == 0.7  # the run did go non-finite
     assert weigh_by_log([static], loss(4, 0))[0].confidence == 0.7  # too short a log to say
     assert weigh_by_log([static], None)[0].confidence == 0.7
+    # dev run bigru_load_next_hour: 8 logged points, but the user's script ran 20 steps under the NaN hooks clean
+    from tools.probes import NanHookReport
+    clean = NanHookReport(found=False, steps_run=20)
+    [weighed] = weigh_by_log([static], loss(8, 0), clean)
+    assert weighed.confidence < 0.5 and "ran 20 steps under NaN hooks without one" in weighed.summary
+    assert weigh_by_log([static], None, clean)[0].confidence < 0.5
+    assert weigh_by_log([static], loss(8, 2), clean)[0].confidence == 0.7  # the run itself went non-finite
+    assert weigh_by_log([static], loss(8, 0), NanHookReport(found=True, steps_run=20, step=3))[0].confidence == 0.7
+    assert weigh_by_log([static], loss(8, 0), NanHookReport(found=False, steps_run=3))[0].confidence == 0.7
 
 
 def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():

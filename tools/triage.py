@@ -598,20 +598,25 @@ STATIC_SOURCE = re.compile(r"\.py:\d+$")
 FINITE_POINTS = 10  # a logged loss this long and finite throughout shows the run did not go NaN
 
 
-def weigh_by_log(findings: list[Finding], log_loss) -> list[Finding]:
+def weigh_by_log(findings: list[Finding], log_loss, script_hunt=None) -> list[Finding]:
     """A NaN risk read from the code alone (a division by std without epsilon, a log of a probability) is not
-    why this run failed when its logged loss stayed finite throughout: it stays a hypothesis, below 0.5."""
-    if log_loss is None or log_loss.nonfinite or log_loss.count < FINITE_POINTS:
+    why this run failed when its logged loss stayed finite throughout, or when the user's own script ran under
+    the NaN hooks without a non-finite value (and its log, if any, shows none): it stays a hypothesis, below 0.5."""
+    clean_hunt = (script_hunt is not None and not getattr(script_hunt, "error", None)
+                  and not getattr(script_hunt, "found", True) and getattr(script_hunt, "steps_run", 0) >= 10)
+    if log_loss is not None and log_loss.nonfinite:
+        return findings
+    if not clean_hunt and (log_loss is None or log_loss.count < FINITE_POINTS):
         return findings
     out = []
     for f in findings:
         static_only = f.evidence and all(e.source == "static_scan" or STATIC_SOURCE.search(e.source or "")
                                          for e in f.evidence)
         if f.failure_mode == "nan_inf" and static_only and f.confidence > RISK_ONLY:
-            f = f.model_copy(update={
-                "confidence": RISK_ONLY,
-                "summary": f"{f.summary} (a risk in the code: the logged {log_loss.name} stayed finite over "
-                           f"{log_loss.count} points)"})
+            shown = (f"the logged {log_loss.name} stayed finite over {log_loss.count} points"
+                     if log_loss is not None and log_loss.count >= FINITE_POINTS else
+                     f"the script ran {script_hunt.steps_run} steps under NaN hooks without one")
+            f = f.model_copy(update={"confidence": RISK_ONLY, "summary": f"{f.summary} (a risk in the code: {shown})"})
         out.append(f)
     return out
 
@@ -917,7 +922,8 @@ async def run_triage(
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_recurrence(weigh_by_labels(weigh_by_log(
-                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss()),
+                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
+                              seen.get("nan_hook_run:script")),
                               seen.get("labels_at_lr")), seen.get("grad_norm_snapshot:script")))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
