@@ -221,6 +221,48 @@ def test_a_mask_of_the_wrong_kind_for_its_attention_api_is_named_with_what_it_le
         assert rep.causal is True and rep.findings == [], (name, rep.text())
 
 
+FORECASTER = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(3, 16, batch_first=True, bidirectional=BIDI)
+        self.head = nn.Linear(32 if BIDI else 16, 1)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0]).squeeze(-1)
+
+
+def make_target():
+    torch.manual_seed(0)
+    series = torch.randn(8, 25, 3).cumsum(1)
+    x, y = series[:, :-1], series[:, 1:, 0]   # TARGETS
+    return {"model": Net(), "batch": (x, y), "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[1])}
+'''
+
+
+def test_a_bidirectional_rnn_asked_for_the_next_step_of_its_own_input_is_leakage(workspace):
+    """Dev run bigru_load_next_hour: y[:, t] is input channel 0 at t+1 and the GRU is bidirectional, so its
+    backward direction has read the answer. A one-directional GRU, or a bidirectional one whose targets are not
+    the series' own next step (a tagger), is quiet."""
+    def check(name, bidi, targets="series[:, 1:, 0]"):
+        (workspace / name).write_text(FORECASTER.replace("BIDI", str(bidi)).replace("series[:, 1:, 0]", targets))
+        return seq(workspace, f"{workspace / name}:make_target")
+
+    rep = check("bidi.py", True)
+    assert rep.forecast_channel == 0 and rep.causal is False and modes(rep) == ["data_leakage"], rep.text()
+    assert "reads the value it is asked to predict" in rep.findings[0].summary and rep.findings[0].location == "rnn"
+    assert "forecaster of input channel 0, sees later inputs" in rep.headline()
+    rep = check("causal.py", False)
+    assert rep.forecast_channel == 0 and rep.causal is True and rep.findings == [], rep.text()
+    rep = check("tagger.py", True, "(series[:, 1:, 0] > 0).float()")
+    assert rep.forecast_channel is None and rep.findings == [] and "not a sequence model" in rep.headline()
+
+
 # ------------------------------------------------------------------ targets
 
 def test_unshifted_targets_are_leakage_even_with_a_causal_model(workspace):

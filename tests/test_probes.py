@@ -529,6 +529,21 @@ def test_an_unclipped_recurrent_net_is_told_to_clip_and_a_clipped_one_is_not():
     assert f.confidence == 0.8 and "Lower the LR" in f.fix
 
 
+def test_an_unclipped_recurrent_net_is_read_at_its_peak_norm_not_the_last_step():
+    """Dev run gru_jsonl_char_lm_sgd: SGD at lr 20 without clipping, the norm bursts to 305 at step 2 and is
+    back to 3.6 by step 12, where the snapshot ends; the loss went 3.9 -> 161. The peak is the reading."""
+    layers = [("emb", "Embedding", 0, 0.04), ("gru", "GRU", 1, 2.0), ("head", "Linear", 2, 3.0)]
+    hist = [0.34, 5.4, 305.4, 33.0, 7.8, 5.8, 5.9, 5.3, 5.1, 3.8, 4.4, 3.6]
+    snap = _snapshot(3.6, 161.3, layers, clipped=False)
+    snap.grad_norm_history, snap.loss_history = hist, [3.9, 161.3]
+    f = next(f for f in P.grad_findings(snap) if f.failure_mode == "exploding_gradients")
+    assert f.confidence == 0.9 and "305 (its peak over 12 steps)" in f.summary and f.facts["unclipped_recurrent"]
+    # a loop that clips is judged at its last step, as before: the burst is what clipping is for
+    snap = _snapshot(3.6, 161.3, layers, clipped=True)
+    snap.grad_norm_history = hist
+    assert "exploding_gradients" not in [f.failure_mode for f in P.grad_findings(snap)]
+
+
 def test_an_embeddings_small_gradient_is_not_a_vanishing_gradient():
     # an embedding's gradient reaches only the rows of the batch's tokens; the other layers span 1.3 orders
     layers = [("emb", "Embedding", 0, 0.001), ("rnn", "LSTM", 1, 0.3), ("mid", "Linear", 2, 1.0), ("head", "Linear", 3, 6.0)]

@@ -696,3 +696,19 @@ def test_torch_multihead_attention_is_not_judged_by_the_attention_scale_test(wor
                     target_file=workspace / "mha.py", params={"steps": 3})
     [case] = [c for c in report.cases if c.test == "test_attention_scores_are_scaled_by_sqrt_head_dim"]
     assert case.outcome == "skipped", report.text()
+
+
+def test_the_leakage_test_of_a_next_step_forecaster_fails_while_it_reads_the_future(workspace):
+    """Dev run bigru_load_next_hour: a bidirectional GRU asked for the next step of its own series. The
+    data_leakage test perturbs the series after step t and asserts the outputs at <= t do not move."""
+    from test_loop_checks import FORECASTER
+
+    (workspace / "train.py").write_text(FORECASTER.replace("BIDI", "True"))
+    report = _write(workspace, failure_mode="data_leakage", target="train.py:make_target",
+                    target_file=workspace / "train.py")
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_future_inputs_do_not_change_past_forecasts"}, report.text()
+    assert "the model reads it" in report.text()
+    (workspace / "train.py").write_text(FORECASTER.replace("BIDI", "False"))
+    after = _rerun(workspace, report.path)
+    assert after.passes_now, after.text()

@@ -90,10 +90,17 @@ class SequenceCheckReport(ProbeReport):
     ce_with_pad: Num = Field(None, description="cross-entropy over the scored positions, padding included")
     ce_without_pad: Num = Field(None, description="the same cross-entropy with padding targets left out")
     loss_location: str | None = None
+    forecast_channel: int | None = Field(None, description=(
+        "a float-series forecaster: the input channel its targets are, one step ahead (y[:, t] == x[:, t+1, c])"))
 
     def headline(self) -> str:
         if self.error:
             return f"sequence_check: {self._error_line()}"
+        if not self.sequence_model and self.forecast_channel is not None:
+            worst = max((x for x in self.causality if x.leak), key=lambda x: x.past_change or 0, default=None)
+            return (f"sequence_check: a next-step forecaster of input channel {self.forecast_channel}, "
+                    + (f"sees later inputs (outputs at <= {worst.t} move by {_g(worst.past_change)})" if worst else
+                       f"causal ({len(self.causality)} cuts, past outputs unchanged)"))
         if not self.sequence_model:
             return f"sequence_check: not a sequence model ({self.note or 'no (B, T) tokens -> (B, T, V) logits'})"
         if self.causal is None:
@@ -215,7 +222,8 @@ def sequence_report_from(raw: dict, detail: Detail = "summary", **fields) -> Seq
         tokens_shape=raw.get("tokens_shape", []), logits_shape=raw.get("logits_shape", []),
         causal=raw.get("causal"), causality=cuts, tolerance=_r(raw.get("tolerance")),
         leak_module=leak.get("module"), leak_module_type=leak.get("module_type"), leak_location=leak.get("location"),
-        leak_hints=leak.get("hints", []), modules_changed=leak.get("modules_changed", []) if detail == "full" else [],
+        leak_hints=leak.get("hints", raw.get("leak_hints", [])),
+        modules_changed=leak.get("modules_changed", []) if detail == "full" else [],
         objective=al.get("objective", "unknown"), targets_next_frac=_r(al.get("next_frac")),
         targets_same_frac=_r(al.get("same_frac")), scored_frac=_r(al.get("counted_frac")),
         targets_best_shift_frac=_r(al.get("best_shift_frac")), targets_input_tv=_r(al.get("target_input_tv")),
@@ -224,10 +232,34 @@ def sequence_report_from(raw: dict, detail: Detail = "summary", **fields) -> Seq
         pad_id=raw.get("pad_id"), pad_from=raw.get("pad_from"), pad_frac=_r(raw.get("pad_frac")),
         pad_counted_frac=_r(raw.get("pad_counted_frac")), loss=_r(raw.get("loss")),
         ce_with_pad=_r(raw.get("ce_with_pad")), ce_without_pad=_r(raw.get("ce_without_pad")),
-        loss_location=raw.get("loss_location"), **fields)
+        loss_location=raw.get("loss_location"), forecast_channel=raw.get("forecast_channel"), **fields)
     if rep.sequence_model:
         rep.findings = _seq_findings(rep)
+    elif rep.forecast_channel is not None:
+        rep.findings = _forecast_findings(rep)
     return rep
+
+
+def _forecast_findings(rep: SequenceCheckReport) -> list[Finding]:
+    leaks = sorted((c for c in rep.causality if c.leak), key=lambda c: c.t)
+    if not leaks:
+        return []
+    first, src = leaks[0], "sequence_check"
+    bidi = [h for h in rep.leak_hints if "bidirectional" in h]
+    return [Finding(
+        failure_mode="data_leakage", confidence=0.85,
+        summary=(f"the targets are input channel {rep.forecast_channel} one step ahead, and the output at step "
+                 f"{first.t} changes by {_g(first.past_change)} when only inputs after {first.t} change: the model "
+                 "reads the value it is asked to predict" + (f" ({bidi[0]})" if bidi else "")),
+        evidence=[Evidence(what=f"max |change| of outputs at steps <= {c.t} when inputs > {c.t} change",
+                           value=c.past_change, source=f"{src}, t={c.t}") for c in leaks[:2]]
+        + [Evidence(what="targets", value=f"y[:, t] == x[:, t+1, {rep.forecast_channel}]", source=src)],
+        fix=("Make the model causal in time: bidirectional=False for an RNN predicting the next step (size the head "
+             "for one direction), left-padded causal convolutions, a causal mask in attention; or predict only "
+             "after the window from its last state"),
+        avoid=("Do not trust the training or teacher-forced validation loss: it is read off the answer; judge by a "
+               "forecast that sees only the past"),
+        location=bidi[0].split(" ")[0] if bidi else None)]
 
 
 async def sequence_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 120.0,

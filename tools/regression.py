@@ -69,8 +69,9 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "The initial loss is within a tolerance of the chance value (ln(num_classes) for cross-entropy).",
        {"batches": 4, "rel_tolerance": 0.25, "expected": None, "num_classes": None}),
     _T("data_leakage", "target",
-       "No input column determines the label, the initial loss is not far below chance, and for a language "
-       "model future tokens do not change past logits and the targets are not the inputs.",
+       "No input column determines the label, the initial loss is not far below chance, for a language "
+       "model future tokens do not change past logits and the targets are not the inputs, and for a next-step "
+       "forecaster future inputs do not change past outputs.",
        {"batches": 32, "rel_tolerance": 0.5, "expected": None, "num_classes": None, "label_key": None,
         "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",

@@ -440,6 +440,87 @@ def batch_labels(batch, tokens):
             "shift_frac": float(shift.sum() / valid[:, :-1].sum().clamp(min=1))}
 
 
+def _shifted_channel(x, y):
+    """The channel c of a (B, T, F) float series x with y[:, t] == x[:, t+1, c] at nearly every t (next-step
+    forecasting, teacher-forced), or None."""
+    y = y.reshape(y.shape[0], y.shape[1], -1)[..., 0] if y.dim() == 3 else y
+    if y.dim() != 2 or y.shape[:2] != x.shape[:2] or x.shape[1] < 4:
+        return None
+    for c in range(x.shape[2]):
+        same = torch.isclose(y[:, :-1].float(), x[:, 1:, c].float(), rtol=1e-4, atol=1e-6)
+        if float(same.float().mean()) >= 0.9:
+            return c
+    return None
+
+
+def forecast_causality(target, batch, model):
+    """A model fed a (B, T, F) float series and scored against the series' own next step: its output at <= t
+    must not move when only inputs after t change (a bidirectional RNN, a non-causal conv or attention over the
+    window reads the value it is asked to predict)."""
+    ts = [t for _, t in T.flatten(batch)]
+    xs = [t for t in ts if t.is_floating_point() and t.dim() == 3]
+    for x in xs:
+        c = next((c for y in ts if y is not x and y.is_floating_point() for c in [_shifted_channel(x, y)]
+                  if c is not None), None)
+        if c is not None:
+            break
+    else:
+        return None
+    B, T_ = x.shape[:2]
+    gen = torch.Generator().manual_seed(0)
+
+    def forward(cut=None):
+        seen = {}
+
+        def bump(a):
+            a = a.clone()
+            a[:, cut + 1:] += torch.randn(a[:, cut + 1:].shape, generator=gen).to(a) * (1 + float(a.std()))
+            return a
+
+        def pre(module, args, kwargs):
+            if "in" in seen:
+                return None
+            seen["in"] = True
+            if cut is None:
+                return None
+            return (tuple(bump(a) if a is x else a for a in args),
+                    {k: bump(v) if v is x else v for k, v in kwargs.items()})
+
+        def post(module, args, kwargs, out):
+            seen.setdefault("out", next((t for _, t in T.flatten(out) if t.is_floating_point() and t.dim() >= 2
+                                         and tuple(t.shape[:2]) == (B, T_)), None))
+
+        hooks = [model.register_forward_pre_hook(pre, with_kwargs=True),
+                 model.register_forward_hook(post, with_kwargs=True)]
+        try:
+            with torch.no_grad():
+                target.loss(model, batch)
+        except Exception as e:  # noqa: BLE001
+            raise UserCodeError("forward", e) from e
+        finally:
+            for h in hooks:
+                h.remove()
+        return seen.get("out")
+
+    base = forward()
+    if base is None:
+        return None
+    base = base.detach().clone()
+    scale = float(base.abs().max())
+    tol = 1e-5 * (1 + scale) if base.dtype == torch.float32 else 1e-2 * (1 + scale)
+    checks = []
+    for cut in sorted({T_ // 4, T_ // 2, (3 * T_) // 4} - {T_ - 1}):
+        out = forward(cut)
+        if out is None:
+            return None
+        past, future = _maxdiff(out[:, :cut + 1], base[:, :cut + 1]), _maxdiff(out[:, cut + 1:], base[:, cut + 1:])
+        checks.append({"t": cut, "past_change": past, "future_change": future,
+                       "leak": past > tol and past > 1e-3 * future})
+    recurrent = [f"{n} ({type(m).__name__}, bidirectional)" for n, m in model.named_modules()
+                 if isinstance(m, torch.nn.RNNBase) and m.bidirectional]
+    return {"channel": c, "series_shape": list(x.shape), "causality": checks, "bidirectional": recurrent[:3]}
+
+
 def run(job):
     a = job.args
     target = load_target(a["target"], a["workspace"])
@@ -458,7 +539,13 @@ def run(job):
             h.remove()
     if tokens is None:
         shapes = [list(t.shape) for _, t in T.flatten(batch)][:4]
-        return {"sequence_model": False, "note": f"the model gets no (B, T) integer token tensor (batch tensors: {shapes})"}
+        report = {"sequence_model": False, "note": f"the model gets no (B, T) integer token tensor (batch tensors: {shapes})"}
+        fc = forecast_causality(target, batch, model)
+        if fc is not None:
+            report.update(note=f"a next-step forecaster: targets are input channel {fc['channel']} one step ahead",
+                          forecast_channel=fc["channel"], causality=fc["causality"], tokens_shape=fc["series_shape"][:2],
+                          causal=not any(c["leak"] for c in fc["causality"]), leak_hints=fc["bidirectional"])
+        return report
     if logits is None:
         shapes = [list(t.shape) for _, t in T.flatten(out)][:4]
         return {"sequence_model": False, "tokens_shape": list(tokens.shape),
