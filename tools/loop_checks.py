@@ -151,10 +151,13 @@ def _seq_findings(rep: SequenceCheckReport) -> list[Finding]:
                    "att = att.masked_fill(mask[:, :, :T, :T] == 0, float('-inf')), or "
                    "F.scaled_dot_product_attention(q, k, v, is_causal=True); for nn.MultiheadAttention / "
                    "nn.TransformerEncoder pass a causal attn_mask")
-            if rep.leak_hints:
-                fix = f"{rep.leak_hints[0]}. " + fix
+            if rep.leak_hints:  # the line and the mask that let the future in say more than the recipe
+                fix = f"{rep.leak_hints[0]}; sequence_check must then report the model causal"
             out.append(Finding(failure_mode="data_leakage", confidence=conf, summary=summary, evidence=ev, fix=fix,
-                               location=rep.leak_location or rep.leak_module))
+                               location=rep.leak_location or rep.leak_module,
+                               avoid=("Do not celebrate the low loss or tune around it: the model reads the tokens it "
+                                      "must predict. Once the future is masked the training loss rises: that is the "
+                                      "fix working, not a reason to revert")))
     if rep.objective == "same_position":
         out.append(Finding(
             failure_mode="data_leakage", confidence=0.9,
