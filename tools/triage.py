@@ -185,7 +185,7 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
             nan.confidence = max(0.0, top.confidence - 0.05)
     # a NaN only the log shows (no probe localised an op) is a symptom: a bug that makes training diverge,
     # found in the code or measured, is its cause and leads
-    if "nan_inf" in by_mode and not by_mode["nan_inf"][2][0]:
+    if "nan_inf" in by_mode and not by_mode["nan_inf"][2][0]:  # rank[0]: no probe measured it
         nan = by_mode["nan_inf"][0]
         causes = [by_mode[m][0] for m in DIVERGENCE_CAUSES if m in by_mode and by_mode[m][0].confidence >= 0.6]
         if causes and nan.confidence >= max(c.confidence for c in causes):
@@ -598,12 +598,12 @@ STATIC_SOURCE = re.compile(r"\.py:\d+$")
 FINITE_POINTS = 10  # a logged loss this long and finite throughout shows the run did not go NaN
 
 
-def weigh_by_log(findings: list[Finding], log_loss, script_hunt=None) -> list[Finding]:
+def weigh_by_log(findings: list[Finding], log_loss, script_hunt: "probes.NanHookReport | None" = None) -> list[Finding]:
     """A NaN risk read from the code alone (a division by std without epsilon, a log of a probability) is not
     why this run failed when its logged loss stayed finite throughout, or when the user's own script ran under
     the NaN hooks without a non-finite value (and its log, if any, shows none): it stays a hypothesis, below 0.5."""
-    clean_hunt = (script_hunt is not None and not getattr(script_hunt, "error", None)
-                  and not getattr(script_hunt, "found", True) and getattr(script_hunt, "steps_run", 0) >= 10)
+    clean_hunt = (script_hunt is not None and not script_hunt.error and not script_hunt.found
+                  and script_hunt.steps_run >= 10)
     if log_loss is not None and log_loss.nonfinite:
         return findings
     if not clean_hunt and (log_loss is None or log_loss.count < FINITE_POINTS):
