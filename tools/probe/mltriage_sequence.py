@@ -70,11 +70,19 @@ def _put(args, kwargs, slot, value):
     return tuple(args), kwargs
 
 
-class Capture:
-    """One call of the target's loss, seen at the root module: its token input, its (B, T, V) logits, the loss."""
+def _logits_for(out, tokens):
+    """The (B, T, V) logits among a model's outputs for its (B, T) tokens."""
+    return next((t for _, t in T.flatten(out) if t.is_floating_point() and t.dim() == 3
+                 and tuple(t.shape[:2]) == tuple(tokens.shape) and t.shape[2] > 1), None)
 
-    def __init__(self, target, batch):
+
+class Capture:
+    """One call of the target's loss, seen at the root module: its input (by default the (B, T) tokens; `slot_of`
+    finds another), the output that answers it (by default the (B, T, V) logits; `output_of`), the loss."""
+
+    def __init__(self, target, batch, slot_of=_token_slot, output_of=_logits_for):
         self.target, self.batch, self.model = target, batch, target.model
+        self.slot_of, self.output_of = slot_of, output_of
 
     def __call__(self, perturb=None, grad=False):
         seen = {}
@@ -82,7 +90,7 @@ class Capture:
         def pre(module, args, kwargs):
             if "tokens" in seen:  # only the first call of the model per loss
                 return None
-            slot = _token_slot(args, kwargs)
+            slot = self.slot_of(args, kwargs)
             if slot is None:
                 seen["tokens"] = None
                 return None
@@ -99,12 +107,11 @@ class Capture:
             tok = seen.get("tokens")
             if tok is None:
                 return None
-            for _, t in T.flatten(out):
-                if t.is_floating_point() and t.dim() == 3 and tuple(t.shape[:2]) == tuple(tok.shape) and t.shape[2] > 1:
-                    if grad and t.requires_grad:
-                        t.retain_grad()
-                    seen["logits"] = t
-                    break
+            t = self.output_of(out, tok)
+            if t is not None:
+                if grad and t.requires_grad:
+                    t.retain_grad()
+                seen["logits"] = t
             return None
 
         hooks = [self.model.register_forward_pre_hook(pre, with_kwargs=True),
@@ -472,39 +479,19 @@ def forecast_causality(target, batch, model):
         return None
     B, T_ = x.shape[:2]
     gen = torch.Generator().manual_seed(0)
+    # the series is found by identity among the model's arguments, its answer is the (B, T, ...) output
+    cap = Capture(target, batch,
+                  slot_of=lambda args, kwargs: next((("arg", i) for i, a in enumerate(args) if a is x), None)
+                  or next((("kw", k) for k, v in kwargs.items() if v is x), None),
+                  output_of=lambda out, series: next((t for _, t in T.flatten(out) if t.is_floating_point()
+                                                      and t.dim() >= 2 and tuple(t.shape[:2]) == (B, T_)), None))
 
     def forward(cut=None):
-        seen = {}
-
         def bump(a):
             a = a.clone()
             a[:, cut + 1:] += torch.randn(a[:, cut + 1:].shape, generator=gen).to(a) * (1 + float(a.std()))
             return a
-
-        def pre(module, args, kwargs):
-            if "in" in seen:
-                return None
-            seen["in"] = True
-            if cut is None:
-                return None
-            return (tuple(bump(a) if a is x else a for a in args),
-                    {k: bump(v) if v is x else v for k, v in kwargs.items()})
-
-        def post(module, args, kwargs, out):
-            seen.setdefault("out", next((t for _, t in T.flatten(out) if t.is_floating_point() and t.dim() >= 2
-                                         and tuple(t.shape[:2]) == (B, T_)), None))
-
-        hooks = [model.register_forward_pre_hook(pre, with_kwargs=True),
-                 model.register_forward_hook(post, with_kwargs=True)]
-        try:
-            with torch.no_grad():
-                target.loss(model, batch)
-        except Exception as e:  # noqa: BLE001
-            raise UserCodeError("forward", e) from e
-        finally:
-            for h in hooks:
-                h.remove()
-        return seen.get("out")
+        return cap(perturb=None if cut is None else bump)[1]
 
     base = forward()
     if base is None:
