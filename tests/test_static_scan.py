@@ -1278,3 +1278,77 @@ def test_a_fit_on_all_labels_in_a_function_that_never_splits_is_not_flagged():
     code = TARGET_ENCODING.replace("    tr, va = train_val_split(len(y))\n", "").replace(
         "FIT", 'table, prior = fit_rate(df["agent"], y)').replace("X[tr], y[tr], X[va], y[va]", "X, y")
     assert hits_of(code, "label_statistic_in_features") == []
+
+
+# --- the features' rows dropped or re-ordered, the labels' not (turbine_vib_dropna_shift, features_shuffled_...) ---
+
+ROWS = '''
+import numpy as np
+
+def drop_incomplete(X):
+    keep = ~np.isnan(X).any(axis=1)
+    return X[keep]
+
+def split(X, y, seed):
+    idx = np.random.default_rng(seed).permutation(len(X))
+    return (X[idx[100:]], y[idx[100:]]), (X[idx[:100]], y[idx[:100]])
+
+def load(path):
+    X, y = read_table(path)
+    MOVE
+    return split(X, y, 0)
+'''
+
+
+@pytest.mark.parametrize("move,flagged", [
+    ("X = drop_incomplete(X)", True),                            # a filter of this file, on X only
+    ("X = X[~np.isnan(X).any(1)]", True),                          # the same filter inline
+    ("order = np.argsort(X[:, 0]); X = X[order]", True),          # a sort of X only
+    ("X = X.dropna()", True),                                      # a pandas filter
+    ("np.random.shuffle(X)", True),                                # shuffled in place
+    ("keep = ~np.isnan(X).any(1); X, y = X[keep], y[keep]", False),  # both filtered
+    ("keep = ~np.isnan(X).any(1); X = X[keep]; y = y[keep]", False),
+    ("order = np.argsort(X[:, 0]); X = X[order]; y = [y[i] for i in order]", False),  # labels rebuilt in order
+    ("X = X[:, [0, 2, 3]]", False),                                # columns, not rows
+    ("X = X[:5000]", False),                                       # truncation from the start keeps pairs
+    ("X = X[FEATURES]", False),                                    # a list of column names
+    ("y = y[np.argsort(y)]", False),                               # labels moved alone: not this rule
+])
+def test_rows_of_the_features_moved_apart_from_the_labels(move, flagged):
+    code = ROWS.replace("MOVE", move.replace("; ", "\n    "))
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert bool(hits) == flagged, hits
+    if flagged:
+        assert hits[0].failure_mode == "data_pipeline" and hits[0].confidence >= 0.5
+        assert "`y`" in hits[0].why and "split(X, y, 0)" in hits[0].why
+
+
+def test_rows_moved_then_realigned_where_they_are_paired_are_not_flagged():
+    code = ROWS.replace("MOVE", "order = np.argsort(X[:, 0])\n    X = X[order]").replace(
+        "return split(X, y, 0)", "return split(X, y[order], 0)")
+    assert hits_of(code, "rows_moved_apart_from_labels") == []
+
+
+def test_sorted_features_sliced_beside_unsorted_labels_are_flagged():
+    code = '''
+import torch
+
+def prepare(cut):
+    ts, features, labels = load_snapshots()
+    order = torch.argsort(ts)
+    ts, features = ts[order], features[order]
+    x_tr, x_va = features[:cut], features[cut:]
+    y_tr, y_va = labels[:cut], labels[cut:]
+    return x_tr, y_tr, x_va, y_va
+'''
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert [h.line for h in hits] == [line_of(code, "ts, features = ts[order]")]
+    assert "`labels`" in hits[0].why
+
+
+def test_the_rows_rule_fires_on_its_dev_bugs_and_not_on_their_fixes():
+    for run in ("tabular/turbine_vib_dropna_shift", "tabular/features_shuffled_labels_not"):
+        for script, flagged in (("train.py", True), ("train_fixed.py", False)):
+            report = static_scan([EXAMPLES / "realistic" / run / script])
+            hits = [i for i in report.issues if i.rule == "rows_moved_apart_from_labels"]
+            assert bool(hits) == flagged, (run, script, hits)

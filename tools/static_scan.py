@@ -62,6 +62,13 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "inputs and targets are indexed by two separate random draws, so each target row belongs to another sample",
          "draw the indices once and index both with them: ix = torch.randint(len(data) - T, (B,)); "
          "x = stack([data[i:i+T] for i in ix]); y = stack([data[i+1:i+T+1] for i in ix])"),
+    Rule("rows_moved_apart_from_labels", "data_pipeline", 0.6,
+         "the rows of the features are dropped or re-ordered (a filter, dropna, a sort, a join, a shuffle) and the "
+         "labels' rows are not, yet the two are later paired by position: each row trains on another row's label",
+         "apply the same row operation to both (keep = ...; X, y = X[keep], y[keep]), or drop/sort/join the table that "
+         "holds features and label together and split it into X and y afterwards",
+         "Do not tune the model or the LR: the loss stays near the label prior because the labels are noise to it; "
+         "check a few rows by hand (features next to their label) after the fix"),
     Rule("label_statistic_in_features", "data_leakage", 0.6,
          "a statistic fitted on every row's label (validation rows included) feeds the input features: each row's "
          "feature carries its own label, so validation scores look better than the model is (target leakage)",
@@ -1999,6 +2006,173 @@ def rule_label_statistic_in_features(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- rows of the features moved apart from their labels -------------------------------------------
+
+# methods that drop, re-order or regroup the rows of a table / array
+ROW_METHODS = {"dropna", "query", "sort_values", "sort_index", "sample", "merge", "join", "drop_duplicates", "groupby",
+               "pivot", "pivot_table", "explode", "nlargest", "nsmallest"}
+COLUMN_WORDS = ("col", "feat", "field", "name", "key", "attr", "var")
+QUIET_CALLS = {"len", "print", "info", "debug", "warning", "format", "shape", "size", "numel"}
+
+
+def _label_name(name: str) -> bool:
+    low = name.lower()
+    return low in TARGET_NAMES or low.startswith("y_") or low.endswith("_y") or "label" in low or "target" in low
+
+
+def _row_index(index: ast.AST) -> bool:
+    """X[keep] / X[order] / X[mask, :] / X[k:] pick or re-order rows; X[:, cols], X[:n], X[0], X[FEATURES] do not."""
+    if isinstance(index, ast.Tuple):
+        return bool(index.elts) and _row_index(index.elts[0])
+    if isinstance(index, ast.Slice):  # a slice from the start keeps rows aligned; one from k shifts them
+        return index.lower is not None and not (isinstance(index.lower, ast.Constant) and index.lower.value in (0, None))
+    if isinstance(index, (ast.Constant, ast.List)):  # a row, or a list of column names
+        return False
+    if isinstance(index, ast.Name) and (index.id.isupper() or any(w in index.id.lower() for w in COLUMN_WORDS)):
+        return False
+    return True
+
+
+def _root_name(e: ast.AST) -> str:
+    while isinstance(e, (ast.Call, ast.Attribute, ast.Subscript)):
+        e = e.func if isinstance(e, ast.Call) else e.value
+    return e.id if isinstance(e, ast.Name) else ""
+
+
+def _row_change(f: ParsedFile, e: ast.AST, name: str, depth: int = 0) -> bool:
+    """Is `e` the rows of `name` dropped, filtered or re-ordered: name[keep], name.loc[mask], name.dropna(),
+    name.merge(...), or a function of this file that returns one of those of its first argument?"""
+    if depth > 2 or _root_name(e) != name:
+        return False
+    for n in ast.walk(e):
+        if isinstance(n, ast.Subscript) and _root_name(n.value) == name and _row_index(n.slice) and (
+                isinstance(n.value, ast.Name) or _name(n.value) in ("loc", "iloc")):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ROW_METHODS \
+                and _root_name(n.func.value) == name:
+            return True
+    return False
+
+
+def _returns_row_change(f: ParsedFile, call: ast.Call, depth: int = 0) -> str:
+    """The argument name whose rows a call of a function of this file drops or re-orders (drop_incomplete(X))."""
+    fn = f.functions.get(_name(call)) if isinstance(call.func, ast.Name) else None
+    if fn is None or not call.args or not isinstance(call.args[0], ast.Name) or not fn.args.args or depth > 1:
+        return ""
+    param = fn.args.args[0].arg
+    changed = {param}
+    for n in sorted((n for n in _in_scope(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        if len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and _row_change(f, n.value, param):
+            changed.add(n.targets[0].id)
+    for r in _in_scope(fn):
+        if isinstance(r, ast.Return) and r.value is not None and (
+                _row_change(f, r.value, param) or (isinstance(r.value, ast.Name) and r.value.id in changed - {param})):
+            return call.args[0].id
+    return ""
+
+
+def _row_changes(f: ParsedFile, body: list[ast.AST]) -> list[tuple[str, ast.stmt]]:
+    """(name, statement) for every statement of a scope that drops or re-orders the rows of a name in place of it."""
+    out = []
+    for n in body:
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                pairs = (zip(t.elts, n.value.elts) if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple)
+                         and len(t.elts) == len(n.value.elts) else [(t, n.value)])
+                for tgt, val in pairs:
+                    if not isinstance(tgt, ast.Name):
+                        continue
+                    if _row_change(f, val, tgt.id) or (isinstance(val, ast.Call) and
+                                                        _returns_row_change(f, val) == tgt.id):
+                        out.append((tgt.id, n))
+        elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and _name(n.value) == "shuffle" \
+                and n.value.args and isinstance(n.value.args[0], ast.Name):
+            out.append((n.value.args[0].id, n))  # np.random.shuffle(X): in place
+    return out
+
+
+def _loads(stmt: ast.AST, name: str) -> list[ast.Name]:
+    """Reads of `name` in a statement, outside len()/print()/logging calls."""
+    out = []
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            out.append(n)
+    quiet = {id(x) for c in ast.walk(stmt) if isinstance(c, ast.Call) and _name(c) in QUIET_CALLS for x in ast.walk(c)}
+    return [n for n in out if id(n) not in quiet]
+
+
+def _rebound(body: list[ast.stmt], name: str, unpacked: bool) -> bool:
+    """Is `name` assigned again, or sorted / shuffled in place, in these statements (after it was unpacked, or at
+    all when it is a parameter)?"""
+    seen = 0
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+                seen += 1
+            elif isinstance(n, ast.Call) and _name(n) in ("sort", "shuffle") and (
+                    (isinstance(n.func, ast.Attribute) and _root_name(n.func.value) == name)
+                    or (n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name)):
+                return True
+    return seen > (1 if unpacked else 0)  # the unpacking that paired it is one binding
+
+
+def _together(stmts: list[ast.stmt], a: str, b: str, moved_by: set[str]) -> ast.stmt | None:
+    """The first statement reading both names (split(X, y), zip(X, y), return X[tr], y[tr]), or the second of two
+    that index both with the same index (x_tr = X[:cut]; y_tr = y[:cut]). A statement that indexes `b` with the
+    index that moved `a` (TensorDataset(X, y[order])) re-aligns them there: not a pairing of moved rows."""
+    indexed: dict[str, dict[str, ast.stmt]] = {a: {}, b: {}}
+    for s in stmts:
+        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == b
+               and _src(n.slice) in moved_by for n in ast.walk(s)):
+            return None
+        if _loads(s, a) and _loads(s, b):
+            return s
+        for name in (a, b):
+            for n in ast.walk(s):
+                if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name:
+                    key = _src(n.slice)
+                    indexed[name].setdefault(key, s)
+                    other = indexed[b if name == a else a].get(key)
+                    if other is not None and other is not s:
+                        return s
+    return None
+
+
+def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
+    """X, y = load(); X = drop_incomplete(X); split(X, y): the features' rows were dropped or re-ordered and the
+    labels' were not, so from the first moved row on every row carries another row's label. Only features moved
+    alone count: labels re-ordered alone usually follow features moved in a way this cannot see (a comprehension
+    over the order, a sampler)."""
+    hits = []
+    for scope in [f.tree, *f.functions.values()]:
+        body = sorted((n for n in _in_scope(scope) if isinstance(n, ast.stmt) and f.scope_of.get(n) is scope),
+                      key=lambda n: n.lineno)
+        # names that enter the scope together: unpacked from one call, or parameters of the function
+        groups = [([t.id for t in n.targets[0].elts if isinstance(t, ast.Name)], True) for n in body
+                  if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple)]
+        if not isinstance(scope, ast.Module):
+            groups.append(([a.arg for a in scope.args.args], False))
+        changes = _row_changes(f, body)
+        moved_names = {name for name, _ in changes}
+        for feats, stmt in changes:
+            if _label_name(feats):
+                continue
+            labels = [(y, unpacked) for group, unpacked in groups if feats in group for y in group
+                      if _label_name(y) and y not in moved_names and not _rebound([stmt], y, False)
+                      and not _rebound(body, y, unpacked)]
+            moved_by = {_src(n.slice) for n in ast.walk(stmt) if isinstance(n, ast.Subscript)}
+            after = [s for s in body if s.lineno > stmt.end_lineno]
+            for label, _ in labels:
+                joint = _together(after, feats, label, moved_by)
+                if joint is not None:
+                    why = (f"`{f.seg(stmt).strip()}` drops or re-orders the rows of `{feats}` but not those of "
+                           f"`{label}`, and line {joint.lineno} uses them together (`{f.line(joint)[1][:80]}`): from "
+                           f"the first moved row on, each row of `{feats}` is paired with another row's `{label}`")
+                    hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
+                    break
+    return hits
+
+
 # --- VAE objective ---------------------------------------------------------------------------
 
 
@@ -2115,7 +2289,8 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
-                  rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features]
+                  rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
+                  rule_rows_moved_apart_from_labels]
 
 
 # ---------------------------------------------------------------------------------------------
