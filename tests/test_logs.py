@@ -1041,6 +1041,19 @@ def test_a_healthy_schedule_gives_no_lr_finding(tmp_path):
     assert lr_findings(r) == [] and [f.failure_mode for f in r.findings] == ["healthy"], r.text()
 
 
+def test_a_warmup_counted_in_epochs_is_not_read_as_steps(tmp_path):
+    # healthy_mixup_smooth02's header: "LR warmup 1 epoch" is 60 steps of warmup, not 1
+    lines = ["Scheduled epochs: 10. LR warmup 1 epoch, cosine to 1e-4.\n"]
+    lines += [f"Train: 0 [{s:4d}/60]  Loss: {1.8 - s / 100:.3f}  LR: {0.05 * (s + 1) / 60:.3e}\n" for s in range(0, 60, 5)]
+    p = write(tmp_path / "t.log", "".join(lines))
+    found = lr_findings(log_metrics(p))
+    assert all(f.confidence < 0.5 and "keeps rising after" not in f.summary for f in found), found
+    from tools.logfields import fields
+    assert [(f.key, f.value) for f in fields("LR warmup 1 epoch, cosine")[0]] == [("warmup_epochs", "1")]
+    assert [(f.key, f.value) for f in fields("warmup 500 steps")[0]] == [("warmup_steps", "500")]
+    assert [f.key for f in fields("epoch 3 step 100 loss 2.3")[0]] == ["epoch", "step", "loss"]
+
+
 def test_the_configured_lr_is_the_last_one_the_log_states(tmp_path):
     p = write(tmp_path / "t.log", "learning_rate = 1e-3 # default\nOverriding: learning_rate = 6e-4\n"
               + "".join(f"iter {i}: loss {3 - i / 100:.3f}, lr {2e-3:.1e}\n" for i in range(0, 200, 10)))

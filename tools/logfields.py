@@ -85,12 +85,23 @@ def fields(line: str) -> tuple[list[Field], int | None, bool]:
     return found, step, True
 
 
+# `warmup 1 epoch`, `decay 30 epochs`: a count in another unit than the key says; it becomes `warmup_epochs`
+# (not `epoch 3 step 100`: there `step` names the next value)
+_COUNT_UNIT = re.compile(r"\s+(epoch|epochs|ep|steps|step|iters|iterations|batches|tokens)\b(?!\s*[:=/]?\s*[-+]?\d)", re.I)
+
+
 def _kv_fields(line: str, start: int, end: int) -> list[Field]:
     out = []
     for m in KV.finditer(line, start, end):
         if _SOURCE_FILE.search(m["k"]):
             continue  # "[train.py:212]" is where the logger was called, not a metric
-        out.append(Field(m["k"], m["v"], m.start("v"), m.end("v"), m.end("u") if m["u"] else m.end("v"), m.start()))
+        key = m["k"]
+        unit = _COUNT_UNIT.match(line, m.end("u") if m["u"] else m.end("v"))
+        if unit and not line[m.end("k"):m.start("v")].strip():  # `key value unit`, not `key=value, next`
+            plural = unit[1].lower().rstrip("s")
+            plural = {"ep": "epoch", "iteration": "iter"}.get(plural, plural) + "s"
+            key = key if key.lower().endswith(plural) else f"{key}_{plural}"
+        out.append(Field(key, m["v"], m.start("v"), m.end("v"), m.end("u") if m["u"] else m.end("v"), m.start()))
     return out
 
 
