@@ -467,6 +467,26 @@ def test_lengths_that_move_with_their_rows_match_and_sorted_apart_are_other_rows
         assert (seen["mismatched"] == 0) == reorder, seen
 
 
+def test_class_ids_the_loss_targets_are_not_read_as_lengths():
+    """Dev healthy_ticket_queue_probe: right-padded token rows and class ids 1..4 (no 0 in the batch) fit the shape
+    of per-row lengths; as the loss's target they are labels, and reading them as lengths was a false 0.5."""
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import lengths_match_padding
+
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(1, 100, (32, 32), generator=g)
+    for row, n in enumerate(torch.randint(5, 30, (32,), generator=g).tolist()):
+        tokens[row, n:] = 0
+    labels = torch.randint(1, 5, (32,), generator=g)
+    batches = [(tokens, labels)] * 2
+    assert lengths_match_padding(batches)["mismatched"] > 16  # without knowing the target: read as lengths
+    assert lengths_match_padding(batches, label="[1]") is None
+
+
 @pytest.mark.parametrize("head,caught", [("nn.Sigmoid()", True), ("nn.Identity()", False)])
 def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, caught):
     spec = inline_target(workspace, f"""

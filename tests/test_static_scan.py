@@ -1352,3 +1352,69 @@ def test_the_rows_rule_fires_on_its_dev_bugs_and_not_on_their_fixes():
             report = static_scan([EXAMPLES / "realistic" / run / script])
             hits = [i for i in report.issues if i.rule == "rows_moved_apart_from_labels"]
             assert bool(hits) == flagged, (run, script, hits)
+
+
+# --- a random flip / rotation that turns one class into another (bracket_orientation_flip_aug, arrow_signs_...) ---
+
+AUG = '''
+import torch
+CLASSES = NAMES
+
+class Crops(torch.utils.data.Dataset):
+    def __getitem__(self, i):
+        x, y = self.X[i], self.y[i]
+        if torch.rand(1).item() < 0.5:
+            x = AUGMENT
+        REMAP
+        return x, y
+
+train_set = Crops()
+'''
+
+
+@pytest.mark.parametrize("names,augment,remap,flagged", [
+    ('["up", "right", "down", "left"]', "torch.flip(x, dims=[-1])", "", True),       # a mirror turns left into right
+    ('["up", "down", "ring"]', "torch.flip(x, dims=[-2])", "", True),                  # a vertical flip: up <-> down
+    ('["scratch_h", "scratch_v", "ring"]', "torch.rot90(x, 1, dims=(1, 2))", "", True),  # a rotation: h <-> v
+    ('["up", "down", "ring"]', "torch.flip(x, dims=[-1])", "", False),                 # up/down survive a mirror
+    ('["blob", "ring", "square"]', "torch.rot90(x, 1, dims=(1, 2))", "", False),       # symmetric classes
+    ('["left", "right"]', "torch.flip(x, dims=[-1])", "y = 1 - y", False),             # the label follows the image
+])
+def test_an_augmentation_that_maps_one_class_onto_another(names, augment, remap, flagged):
+    code = AUG.replace("NAMES", names).replace("AUGMENT", augment).replace("REMAP", remap)
+    hits = hits_of(code, "label_changing_augmentation")
+    assert bool(hits) == flagged, hits
+    if flagged:
+        assert hits[0].failure_mode == "data_pipeline" and hits[0].line == line_of(code, "x = torch.")
+
+
+def test_a_transform_written_but_not_applied_and_a_synthesis_by_label_are_not_flagged():
+    unused = '''
+import torch
+CLASSES = ["left", "right"]
+
+class RandomHorizontalFlip:
+    def __call__(self, x):
+        return x.flip(-1) if torch.rand(1) < 0.5 else x
+
+train_tf = Compose([RandomShift(2)])
+'''
+    assert hits_of(unused, "label_changing_augmentation") == []
+    applied = unused.replace("Compose([RandomShift(2)])", "Compose([RandomShift(2), RandomHorizontalFlip()])")
+    assert [h.line for h in hits_of(applied, "label_changing_augmentation")] == [line_of(applied, "RandomHorizontalFlip()])")]
+    synth = '''
+import numpy as np
+CLASSES = ["up", "right", "down", "left"]
+
+def make_image(label):
+    return np.rot90(base(), k=-label)
+'''
+    assert hits_of(synth, "label_changing_augmentation") == []
+
+
+def test_the_augmentation_rule_fires_on_its_dev_bugs_and_not_on_their_fixes():
+    for run in ("cnn_bn/bracket_orientation_flip_aug", "cnn_bn/arrow_signs_hflip_aug"):
+        for script, flagged in (("train.py", True), ("train_fixed.py", False)):
+            report = static_scan([EXAMPLES / "realistic" / run / script])
+            hits = [i for i in report.issues if i.rule == "label_changing_augmentation"]
+            assert bool(hits) == flagged, (run, script, hits)

@@ -69,6 +69,15 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "holds features and label together and split it into X and y afterwards",
          "Do not tune the model or the LR: the loss stays near the label prior because the labels are noise to it; "
          "check a few rows by hand (features next to their label) after the fix"),
+    Rule("label_changing_augmentation", "data_pipeline", 0.6,
+         "a random flip or rotation of the training images keeps each image's label, but the class names are each "
+         "other's image under that transform (left/right under a horizontal flip, up/down under a vertical one, "
+         "h/v under a rotation): an augmentation must leave the label unchanged (Shorten & Khoshgoftaar 2019, "
+         "the 'safety' of an augmentation; flipping a 6 gives a 9)",
+         "drop that transform from the training pipeline, or map the label with the image (a horizontal flip turns "
+         "left into right), and keep only transforms the classes are invariant to",
+         "Do not tune the LR, the model or the augmentation strength: the model learns the classes the transform "
+         "confuses at chance; judge the fix by those classes' accuracy on the un-augmented validation set"),
     Rule("label_statistic_in_features", "data_leakage", 0.6,
          "a statistic fitted on every row's label (validation rows included) feeds the input features: each row's "
          "feature carries its own label, so validation scores look better than the model is (target leakage)",
@@ -2173,6 +2182,124 @@ def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- a geometric augmentation that turns one class into another ------------------------------------
+
+# class-name words that a mirror or a rotation maps onto each other
+MIRROR_H = [("left", "right"), ("east", "west"), ("cw", "ccw"), ("clockwise", "counterclockwise"),
+            ("clockwise", "anticlockwise")]
+MIRROR_V = [("up", "down"), ("top", "bottom"), ("north", "south"), ("above", "below"), ("cw", "ccw"),
+            ("clockwise", "counterclockwise"), ("clockwise", "anticlockwise")]
+ROTATE = MIRROR_H + MIRROR_V + [("h", "v"), ("horizontal", "vertical"), ("row", "col"), ("rows", "cols"),
+                                ("portrait", "landscape"), ("up", "left"), ("up", "right"), ("down", "left"),
+                                ("down", "right")]
+AUG_CALLS = {"fliplr": "h", "hflip": "h", "RandomHorizontalFlip": "h", "flipud": "v", "vflip": "v",
+             "RandomVerticalFlip": "v", "rot90": "r", "RandomRotation": "r", "rotate": "r"}
+AUG_WORDS = ("aug", "transform", "random", "flip", "jitter", "getitem")
+RANDOM_CALLS = {"rand", "random", "randint", "uniform", "bernoulli", "integers", "choice", "randn", "rand_like"}
+
+
+def _class_names(f: ParsedFile) -> set[str]:
+    """Words of the class names: CLASSES = ["scratch_h", "scratch_v", ...] -> {"scratch", "h", "v", ...}."""
+    words = set()
+    for n in f.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.List, ast.Tuple)) and len(n.value.elts) >= 2 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.value.elts):
+            names = [_src(t).lower() for t in n.targets]
+            if any(w in name for name in names for w in ("class", "label", "categor", "names")):
+                for e in n.value.elts:
+                    words |= set(re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", e.value).lower())) - {""}
+    return words
+
+
+def _flip_axes(call: ast.Call) -> str:
+    """"h" (mirror left-right), "v" (top-bottom), "hv" (a flip whose dim cannot be told), "r" (rotate/transpose)."""
+    name = _name(call)
+    if name in AUG_CALLS:
+        return AUG_CALLS[name]
+    if name == "flip":
+        dims = call.args[1] if len(call.args) > 1 and not isinstance(call.func, ast.Attribute) else (
+            call.args[0] if call.args and isinstance(call.func, ast.Attribute) and _name(call.func.value) != "torch"
+            else next((k.value for k in call.keywords if k.arg in ("dims", "axis")), None))
+        if dims is None:
+            dims = next((k.value for k in call.keywords if k.arg in ("dims", "axis")), None)
+        values = [e for e in (dims.elts if isinstance(dims, (ast.List, ast.Tuple)) else [dims]) if e is not None]
+        ints = [ast.literal_eval(e) for e in values if isinstance(e, (ast.Constant, ast.UnaryOp))]
+        if -1 in ints:
+            return "h"
+        if -2 in ints:
+            return "v"
+        return "hv" if ints else ""
+    if name == "transpose" and len(call.args) == 2 and all(isinstance(a, (ast.Constant, ast.UnaryOp)) for a in call.args):
+        pair = {ast.literal_eval(a) for a in call.args}
+        return "r" if pair in ({-1, -2}, {2, 3}, {1, 2}) else ""
+    return ""
+
+
+def _randomly_applied(f: ParsedFile, call: ast.Call) -> bool:
+    """An augmentation, not data synthesis: under an `if` on a random draw, on rows picked by a random mask, a
+    torchvision transform, or inside a function/class named like an augmentation."""
+    if _name(call) in ("RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation"):
+        return True
+    node = call
+    while node in f.parent:
+        node = f.parent[node]
+        if isinstance(node, ast.If) and any(isinstance(c, ast.Call) and _name(c) in RANDOM_CALLS
+                                            for c in ast.walk(node.test)):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and any(w in node.name.lower() for w in AUG_WORDS):
+            return True
+    return False
+
+
+def _label_reassigned(f: ParsedFile, call: ast.Call) -> bool:
+    """The function that flips rewrites the label after it (y = MIRROR[y]): the augmentation keeps the pair right."""
+    scope = f.scope_of.get(call)
+    return scope is not None and any(
+        isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno > call.lineno and any(
+            isinstance(t, ast.Name) and _label_name(t.id) for tgt in (n.targets if isinstance(n, ast.Assign)
+                                                                     else [n.target]) for t in ast.walk(tgt))
+        for n in _in_scope(scope))
+
+
+def _definition_of(f: ParsedFile, node: ast.AST) -> ast.AST | None:
+    """The outermost class or function a node is written in (None at module level)."""
+    owner = None
+    while node in f.parent:
+        node = f.parent[node]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            owner = node
+    return owner
+
+
+def rule_label_changing_augmentation(f: ParsedFile) -> list[Hit]:
+    """x = torch.flip(x, dims=[2]) at random in training, with CLASSES = ["up", "right", "down", "left"]: the flip
+    turns a "left" image into a "right" one and keeps the label "left"."""
+    words = _class_names(f)
+    if not words:
+        return []
+    hits, seen = [], set()
+    referenced = {n.id for n in f.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
+        n.attr for n in f.nodes if isinstance(n, ast.Attribute)}
+    for call in (n for n in f.nodes if isinstance(n, ast.Call)):
+        axes = _flip_axes(call)
+        if not axes or not _randomly_applied(f, call) or _label_reassigned(f, call):
+            continue
+        owner = _definition_of(f, call)
+        if owner is not None and (owner.name not in referenced or owner.name in AUG_CALLS):
+            continue  # a transform nobody applies, or one reported where it is applied (RandomHorizontalFlip(0.5))
+        pairs = {"h": MIRROR_H, "v": MIRROR_V, "hv": MIRROR_H + MIRROR_V, "r": ROTATE}[axes]
+        pair = next(((a, b) for a, b in pairs if a in words and b in words), None)
+        if pair is None or call.lineno in seen:
+            continue
+        seen.add(call.lineno)
+        kind = {"h": "mirrors left-right", "v": "mirrors top-bottom", "hv": "mirrors", "r": "rotates"}[axes]
+        why = (f"`{f.seg(call)}` {kind} training images at random and keeps their label, while the classes name "
+               f"\"{pair[0]}\" and \"{pair[1]}\": the transform turns one into the other, so those images train "
+               "on the wrong label")
+        hits.append((call, "label_changing_augmentation", {"why": why}))
+    return hits
+
+
 # --- VAE objective ---------------------------------------------------------------------------
 
 
@@ -2290,7 +2417,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
-                  rule_rows_moved_apart_from_labels]
+                  rule_rows_moved_apart_from_labels, rule_label_changing_augmentation]
 
 
 # ---------------------------------------------------------------------------------------------

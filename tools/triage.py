@@ -153,10 +153,10 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         # the script run of a probe measures the same signal, and tail_log and log_metrics read the same
         # file: neither is independent corroboration
         step = "log" if step in ("tail_log", "log_metrics") else step.split(":")[0]
-        # the measured (probe) finding leads; then one that says what is wrong over one that only sees that
-        # something is (the inputs carry no information: which bug?); among equals, the more confident one.
-        # The leader's own confidence counts, not what corroboration has raised it to.
-        rank = (step in PROBES, not f.facts.get("symptom_only"), f.confidence)
+        # a finding that says what is wrong leads one that only sees that something is (the labels carry no
+        # signal: which bug? a static rule names the line); then the measured (probe) one; among equals, the
+        # more confident one. The leader's own confidence counts, not what corroboration has raised it to.
+        rank = (not f.facts.get("symptom_only"), step in PROBES, f.confidence)
         if f.failure_mode not in by_mode:
             by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, rank)
             continue
@@ -185,7 +185,7 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
             nan.confidence = max(0.0, top.confidence - 0.05)
     # a NaN only the log shows (no probe localised an op) is a symptom: a bug that makes training diverge,
     # found in the code or measured, is its cause and leads
-    if "nan_inf" in by_mode and not by_mode["nan_inf"][2][0]:  # rank[0]: no probe measured it
+    if "nan_inf" in by_mode and not by_mode["nan_inf"][1] & PROBES:  # no probe measured it
         nan = by_mode["nan_inf"][0]
         causes = [by_mode[m][0] for m in DIVERGENCE_CAUSES if m in by_mode and by_mode[m][0].confidence >= 0.6]
         if causes and nan.confidence >= max(c.confidence for c in causes):

@@ -125,16 +125,17 @@ def same_content(batches) -> dict | None:
     return {"batches": len(batches), "equal_to_first": same + 1}
 
 
-def lengths_match_padding(batches) -> dict | None:
+def lengths_match_padding(batches, label=None) -> dict | None:
     """Per-row lengths (a 1-D integer tensor, one per row) against the right padding of a (rows, time) integer
-    tensor in the same batch: sorting the lengths without reordering the rows hands each row another's length."""
+    tensor in the same batch: sorting the lengths without reordering the rows hands each row another's length.
+    The loss's target (`label`, a flatten path) is class ids, not lengths, however small its values."""
     rows = mismatched = 0
     permuted, where = True, None
     for b in batches:
         ts = T.flatten(b, "batch")
         tokens = [(p, t) for p, t in ts if t.dim() == 2 and not t.is_floating_point() and t.shape[1] > 1]
         for lp, lens in ts:
-            if lens.dim() != 1 or lens.is_floating_point() or lens.numel() < 4:
+            if lens.dim() != 1 or lens.is_floating_point() or lens.numel() < 4 or (label and lp == "batch" + label):
                 continue
             for tp, x in tokens:
                 if x.shape[0] != lens.shape[0] or int(lens.min()) < 1 or int(lens.max()) > x.shape[1]:
@@ -176,7 +177,7 @@ def run(job):
             tensors.setdefault(path, []).append(t)
     label_key = f"batch{label}" if label is not None else None
     report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": [],
-              "identical_batches": report_same, "lengths": lengths_match_padding(batches)}
+              "identical_batches": report_same, "lengths": lengths_match_padding(batches, label)}
     y = _concat(tensors[label_key]) if label_key in tensors else None
     for path, ts in tensors.items():
         if path == label_key:
