@@ -1418,3 +1418,20 @@ def test_the_augmentation_rule_fires_on_its_dev_bugs_and_not_on_their_fixes():
             report = static_scan([EXAMPLES / "realistic" / run / script])
             hits = [i for i in report.issues if i.rule == "label_changing_augmentation"]
             assert bool(hits) == flagged, (run, script, hits)
+
+
+@pytest.mark.parametrize("xdef,ydef,flagged", [
+    ('X = df[FEATURES].dropna()', 'y = df["label"]', True),                       # rows dropped for X only
+    ('X = df[df.age > 0][FEATURES].values', 'y = df["label"].values', True),      # a filter for X only
+    ('X = df[FEATURES].dropna()', 'y = df.dropna(subset=FEATURES)["label"]', False),  # the same rows for both
+    ('X = df[FEATURES].fillna(0)', 'y = df["label"]', False),                      # no row dropped
+    ('X = df.loc[df.ok, FEATURES]', 'y = df.loc[df.ok, "label"]', False),
+    ('X = df[FEATURES]', 'y = df["label"]', False),
+])
+def test_two_columns_of_one_table_with_rows_dropped_from_one(xdef, ydef, flagged):
+    code = ("def load(path):\n    df = read_csv(path)\n    " + xdef + "\n    " + ydef
+            + "\n    return train_test_split(X, y, test_size=0.2)\n")
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert bool(hits) == flagged, hits
+    if flagged:
+        assert hits[0].line == 3 and "`df`" in hits[0].why and "train_test_split(X, y" in hits[0].why

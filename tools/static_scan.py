@@ -2179,6 +2179,41 @@ def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
                            f"the first moved row on, each row of `{feats}` is paired with another row's `{label}`")
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
                     break
+        hits += _siblings_moved_apart(f, body)
+    return hits
+
+
+MODULES = {"np", "numpy", "torch", "pd", "pandas", "F", "nn", "math", "random", "self", "os", "json", "csv"}
+
+
+def _siblings_moved_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
+    """X = df[FEATURES].dropna(); y = df["label"]; fit(X, y): two columns of one table, rows dropped from one."""
+    taken: dict[str, list[tuple[str, ast.stmt, bool]]] = {}  # table -> (name, statement, rows moved)
+    for n in body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            table = _root_name(n.value)
+            scope = f.scope_of.get(n)
+            params = {a.arg for a in scope.args.args} if isinstance(scope, ast.FunctionDef) else set()
+            if table and table not in MODULES and table != n.targets[0].id and (
+                    table in f.assigned.get(scope, {}) or table in params):
+                taken.setdefault(table, []).append((n.targets[0].id, n, _row_change(f, n.value, table)))
+    hits = []
+    for table, cols in taken.items():
+        for feats, stmt, moved in cols:
+            if not moved or _label_name(feats):
+                continue
+            for label, lstmt, lmoved in cols:
+                if lmoved or not _label_name(label) or _rebound(body, label, True) or _rebound(body, feats, True):
+                    continue
+                after = [s for s in body if s.lineno > max(stmt.end_lineno, lstmt.end_lineno)]
+                joint = _together(after, feats, label, set())
+                if joint is not None:
+                    why = (f"`{f.seg(stmt).strip()}` drops or re-orders rows of `{table}` for `{feats}` but "
+                           f"`{f.seg(lstmt).strip()}` keeps all of them, and line {joint.lineno} uses the two together "
+                           f"(`{f.line(joint)[1][:80]}`): from the first dropped row on, each row of `{feats}` is paired "
+                           f"with another row's `{label}`")
+                    hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
+                    break
     return hits
 
 
