@@ -1435,3 +1435,33 @@ def test_two_columns_of_one_table_with_rows_dropped_from_one(xdef, ydef, flagged
     assert bool(hits) == flagged, hits
     if flagged:
         assert hits[0].line == 3 and "`df`" in hits[0].why and "train_test_split(X, y" in hits[0].why
+
+
+@pytest.mark.parametrize("move,flagged", [
+    ("rng.shuffle(X); rng.shuffle(y)", True),                                     # two draws, two orders
+    ("X = X[rng.permutation(len(X))]; y = y[rng.permutation(len(y))]", True),
+    ("np.random.seed(0); np.random.shuffle(X); np.random.seed(0); np.random.shuffle(y)", False),  # re-seeded
+    ("perm = rng.permutation(len(X)); X = X[perm]; y = y[perm]", False),           # one draw for both
+])
+def test_features_and_labels_shuffled_by_two_separate_draws(move, flagged):
+    code = ROWS.replace("MOVE", "rng = np.random.default_rng(0); " + move).replace("; ", "\n    ")
+    assert bool(hits_of(code, "rows_moved_apart_from_labels")) == flagged
+
+
+def test_sequences_sorted_for_bucketing_while_labels_keep_file_order():
+    code = '''
+def bucket_batches(seqs, labels, batch_size):
+    seqs = sorted(seqs, key=len)
+    out = []
+    for start in range(0, len(seqs), batch_size):
+        x = pad(seqs[start:start + batch_size])
+        y = torch.tensor(labels[start:start + batch_size])
+        out.append((x, y))
+    return out
+'''
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert [h.line for h in hits] == [line_of(code, "seqs = sorted(seqs")]
+    fixed = code.replace("seqs = sorted(seqs, key=len)",
+                         "order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))\n"
+                         "    seqs = [seqs[i] for i in order]\n    labels = [labels[i] for i in order]")
+    assert hits_of(fixed, "rows_moved_apart_from_labels") == []

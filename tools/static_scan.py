@@ -2050,7 +2050,11 @@ def _root_name(e: ast.AST) -> str:
 
 def _row_change(f: ParsedFile, e: ast.AST, name: str, depth: int = 0) -> bool:
     """Is `e` the rows of `name` dropped, filtered or re-ordered: name[keep], name.loc[mask], name.dropna(),
-    name.merge(...), or a function of this file that returns one of those of its first argument?"""
+    name.merge(...), sorted(name, key=len), or a function of this file that returns one of those of its first
+    argument?"""
+    if isinstance(e, ast.Call) and _name(e) == "sorted" and isinstance(e.func, ast.Name) and e.args \
+            and isinstance(e.args[0], ast.Name) and e.args[0].id == name:
+        return True
     if depth > 2 or _root_name(e) != name:
         return False
     for n in ast.walk(e):
@@ -2180,6 +2184,40 @@ def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
                     break
         hits += _siblings_moved_apart(f, body)
+        hits += _shuffled_apart(f, body, changes, groups)
+    return hits
+
+
+RESEED = {"seed", "manual_seed", "set_state", "default_rng", "RandomState", "Generator", "set_rng_state"}
+
+
+def _random_move(stmt: ast.stmt) -> ast.Call | None:
+    """The random draw a row move makes on its own: rng.shuffle(X), X = X[rng.permutation(len(X))]."""
+    return next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _name(n) in RANDOM_DRAWS), None)
+
+
+def _shuffled_apart(f: ParsedFile, body: list[ast.stmt], changes, groups) -> list[Hit]:
+    """rng.shuffle(X); rng.shuffle(y): both moved, each by its own draw, so the two orders differ (unless the
+    generator is re-seeded in between, the trick that keeps them equal)."""
+    hits = []
+    for feats, s1 in changes:
+        d1 = _random_move(s1)
+        if d1 is None or _label_name(feats):
+            continue
+        for label, s2 in changes:
+            d2 = _random_move(s2)
+            if d2 is None or s2 is s1 or not _label_name(label) or not any(
+                    feats in g and label in g for g, _ in groups):
+                continue
+            lo, hi = sorted((s1, s2), key=lambda n: n.lineno)
+            between = [n for s in body if lo.lineno <= s.lineno <= hi.lineno for n in ast.walk(s)]
+            if any(isinstance(n, ast.Call) and _name(n) in RESEED for n in between):
+                continue
+            why = (f"`{f.seg(s1).strip()}` and `{f.seg(s2).strip()}` re-order `{feats}` and `{label}` with two "
+                   "separate random draws: the generator has moved on between them, so the two orders differ and each "
+                   f"row of `{feats}` is paired with another row's `{label}`")
+            hits.append((hi, "rows_moved_apart_from_labels", {"why": why}))
+            break
     return hits
 
 
