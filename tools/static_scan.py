@@ -2104,13 +2104,27 @@ def _row_changes(f: ParsedFile, body: list[ast.AST]) -> list[tuple[str, ast.stmt
     return out
 
 
+def _header(stmt: ast.AST) -> list[ast.AST]:
+    """What a statement itself evaluates: a loop's or a branch's header, not the body (its own statements)."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.target, stmt.iter]
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return list(stmt.items)
+    if isinstance(stmt, (ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    return [stmt]
+
+
 def _loads(stmt: ast.AST, name: str) -> list[ast.Name]:
     """Reads of `name` in a statement, outside len()/print()/logging calls."""
     out = []
-    for n in ast.walk(stmt):
+    for n in (x for h in _header(stmt) for x in ast.walk(h)):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             out.append(n)
-    quiet = {id(x) for c in ast.walk(stmt) if isinstance(c, ast.Call) and _name(c) in QUIET_CALLS for x in ast.walk(c)}
+    quiet = {id(x) for h in _header(stmt) for c in ast.walk(h) if isinstance(c, ast.Call) and _name(c) in QUIET_CALLS
+             for x in ast.walk(c)}
     return [n for n in out if id(n) not in quiet]
 
 
@@ -2136,12 +2150,12 @@ def _together(stmts: list[ast.stmt], a: str, b: str, moved_by: set[str]) -> ast.
     indexed: dict[str, dict[str, ast.stmt]] = {a: {}, b: {}}
     for s in stmts:
         if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == b
-               and _src(n.slice) in moved_by for n in ast.walk(s)):
+               and _src(n.slice) in moved_by for h in _header(s) for n in ast.walk(h)):
             return None
         if _loads(s, a) and _loads(s, b):
             return s
         for name in (a, b):
-            for n in ast.walk(s):
+            for n in (x for h in _header(s) for x in ast.walk(h)):
                 if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name:
                     key = _src(n.slice)
                     indexed[name].setdefault(key, s)
