@@ -409,6 +409,25 @@ def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
     assert [f.confidence for f in weigh_by_labels([lr, labels], at_lr([2.295, 2.321]))] == [0.75, 0.65]
 
 
+def test_code_that_pairs_rows_with_other_rows_labels_explains_a_slow_one_batch_test():
+    """Dev run netflow_shuffle_twice: rng.shuffle(X); rng.shuffle(y) (static rows_moved_apart_from_labels 0.6) and a
+    one-batch test that crawls at the run's LR (lr_too_low 0.75). Labels that are noise are slow to memorise at any
+    LR, so the code reading leads; without the slow batch nothing moves."""
+    from tools.triage import weigh_by_labels
+
+    lr = Finding(failure_mode="lr_too_low", confidence=0.75, summary="at 30x its LR the model learns one batch",
+                 facts={"one_batch_steps": 200, "one_batch_ratio": 0.18})
+    rows = Finding(failure_mode="data_pipeline", confidence=0.6, summary="rng.shuffle(X) and rng.shuffle(y)",
+                   evidence=[Evidence(what="rule", value="rows_moved_apart_from_labels", source="static_scan")])
+    weighed = sorted(weigh_by_labels([lr, rows], None), key=lambda f: -f.confidence)
+    assert [(f.failure_mode, f.confidence) for f in weighed] == [("data_pipeline", 0.8), ("lr_too_low", 0.45)]
+    assert weighed[0].evidence == rows.evidence and "slow to memorise" in weighed[1].summary
+    assert weigh_by_labels([rows], None) == [rows]
+    other = rows.model_copy(update={"evidence": [Evidence(what="rule", value="scheduler_step_per_batch",
+                                                          source="static_scan")]})
+    assert [f.confidence for f in weigh_by_labels([lr, other], None)] == [0.75, 0.6]
+
+
 def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients_not_the_lr():
     """Dev run tide_rnn_forecast: a tanh RNN on 200-step windows, SGD 0.15, no clipping: the norm grows x17 a step
     to inf. Clipping alone fixes it at the same LR, so the explosion leads and 'lower the LR' follows."""

@@ -542,6 +542,10 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     from tools.probes import NO_LABEL_SIGNAL
 
     no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary), None)
+    moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5 and any(
+        e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
+    if no_signal is None and moved is not None:
+        return labels_explain_slow_batch(findings, moved, None, None, None)
     if no_signal is None or at_lr is None:
         return findings
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
@@ -571,18 +575,27 @@ def fitted(first_last) -> bool:
     return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
 
 
+# static rules that say each row carries another row's label (the labels are noise to the model)
+LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
+
+
 def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, r, p, i0) -> list[Finding]:
     """At an LR where the model fits its training batches, real labels still generalise no better than permuted
-    ones: the labels are noise to the model. Labels that are noise are also slow to memorise at any LR (random
-    labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires rethinking generalization"),
-    so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's."""
+    ones (r, p, i0: held-out losses at that LR), or the code pairs each row with another row's label (a static
+    rule; r is None): the labels are noise to the model. Labels that are noise are also slow to memorise at any LR
+    (random labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires rethinking
+    generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's."""
     slow = next((f for f in findings if f.failure_mode == "lr_too_low" and one_batch_at_run_lr(f)), None)
+    if r is None and slow is None:
+        return findings
     lead = max(no_signal.confidence, slow.confidence + 0.05 if slow else 0.0)
     fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / permuted "
                          "/ init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
     out = []
     for f in findings:
-        if f is no_signal:
+        if f is no_signal and r is None:
+            f = f.model_copy(update={"confidence": lead})
+        elif f is no_signal:
             f = f.model_copy(update={"confidence": lead, "evidence": [fact] + f.evidence,
                                      "summary": f"{f.summary}, also at {LR_PROBE_FACTOR:g}x the LR, where the model "
                                                 "fits its batches"})
