@@ -364,7 +364,8 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
     lr = Finding(failure_mode="lr_too_low", confidence=0.75, location="optimizer lr",
                  summary="at 30x its LR the model learns one batch, and the run's loss barely fell")
     labels = Finding(failure_mode="data_pipeline", confidence=0.65,
-                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs")
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True})
 
     def at_lr(real, permuted, init=1.89):
         return SimpleNamespace(held_out_loss_real_labels=real, held_out_loss_permuted_labels=permuted,
@@ -377,6 +378,15 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
     # that could not compare: both findings stand
     for again in (at_lr(2.66, 2.92, 1.38), at_lr(1.80, 1.79, 1.81), None, at_lr(None, None)):
         assert [f.confidence for f in weigh_by_labels([lr, labels], again)] == [0.75, 0.65]
+    # merged under another data_pipeline finding that leads it (a finding that names what is wrong leads a
+    # symptom): the label fact travels with the merge, and the 30x re-run still clears it
+    from tools.triage import merge_findings
+
+    other = Finding(failure_mode="data_pipeline", confidence=0.4, summary="inputs are not normalised")
+    merged = merge_findings([("data_check", labels), ("static_scan", other), ("overfit_test", lr)])
+    assert next(f for f in merged if f.failure_mode == "data_pipeline").summary == "inputs are not normalised"
+    weighed = {f.failure_mode: f for f in weigh_by_labels(merged, at_lr(0.74, 1.37))}
+    assert weighed["data_pipeline"].confidence < 0.5 < weighed["lr_too_low"].confidence
 
 
 def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
@@ -395,7 +405,8 @@ def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
                                     value="slow: 1.102 -> 0.4126 in 200 steps")],
                  facts={"one_batch_steps": 200, "one_batch_ratio": 0.4126 / 1.102})
     labels = Finding(failure_mode="data_pipeline", confidence=0.65,
-                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs")
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True})
 
     def at_lr(train):
         return SimpleNamespace(held_out_loss_real_labels=1.53, held_out_loss_permuted_labels=1.48,

@@ -1079,7 +1079,6 @@ def _one_based_labels(lab: LabelStat | None, src: str) -> Finding | None:
         location=lab.name)
 
 
-# the label test's finding; triage.weigh_by_labels finds it by this phrase
 NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"
 
 
@@ -1176,7 +1175,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                       Evidence(what="held-out loss, trained on permuted labels", value=p, source=src),
                       Evidence(what="held-out loss at init", value=i0, source=src)],
             fix=("Index inputs and labels together (one permutation, one filter for both) and look at a batch; "
-                 "if overfit_test also fails, rule out the model first"), facts={"symptom_only": True}))
+                 "if overfit_test also fails, rule out the model first"),
+            facts={"symptom_only": True, "labels_no_signal": True}))  # triage.weigh_by_labels acts on it
     return rep
 
 

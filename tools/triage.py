@@ -539,9 +539,9 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     clearly generalise there (held-out loss 10% under init and under the permuted copy's) clear the data, the first
     comparison only showed the LR. Labels without signal there decide nothing: 40 steps at that LR may still be
     too few to learn (a toy MLP at 1e-5 learns nothing at 30x it either)."""
-    from tools.probes import NO_LABEL_SIGNAL
-
-    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and NO_LABEL_SIGNAL in f.summary), None)
+    # by its fact, not its text: a merge may put another data_pipeline finding's summary in front of it
+    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")),
+                     None)
     moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5 and any(
         e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
     if no_signal is None and moved is not None:
