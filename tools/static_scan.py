@@ -2048,14 +2048,14 @@ def _root_name(e: ast.AST) -> str:
     return e.id if isinstance(e, ast.Name) else ""
 
 
-def _row_change(f: ParsedFile, e: ast.AST, name: str, depth: int = 0) -> bool:
+def _row_change(f: ParsedFile, e: ast.AST, name: str) -> bool:
     """Is `e` the rows of `name` dropped, filtered or re-ordered: name[keep], name.loc[mask], name.dropna(),
     name.merge(...), sorted(name, key=len), or a function of this file that returns one of those of its first
     argument?"""
     if isinstance(e, ast.Call) and _name(e) == "sorted" and isinstance(e.func, ast.Name) and e.args \
             and isinstance(e.args[0], ast.Name) and e.args[0].id == name:
         return True
-    if depth > 2 or _root_name(e) != name:
+    if _root_name(e) != name:
         return False
     for n in ast.walk(e):
         if isinstance(n, ast.Subscript) and _root_name(n.value) == name and _row_index(n.slice) and (
@@ -2067,10 +2067,10 @@ def _row_change(f: ParsedFile, e: ast.AST, name: str, depth: int = 0) -> bool:
     return False
 
 
-def _returns_row_change(f: ParsedFile, call: ast.Call, depth: int = 0) -> str:
+def _returns_row_change(f: ParsedFile, call: ast.Call) -> str:
     """The argument name whose rows a call of a function of this file drops or re-orders (drop_incomplete(X))."""
     fn = f.functions.get(_name(call)) if isinstance(call.func, ast.Name) else None
-    if fn is None or not call.args or not isinstance(call.args[0], ast.Name) or not fn.args.args or depth > 1:
+    if fn is None or not call.args or not isinstance(call.args[0], ast.Name) or not fn.args.args:
         return ""
     param = fn.args.args[0].arg
     changed = {param}
@@ -2235,9 +2235,6 @@ def _shuffled_apart(f: ParsedFile, body: list[ast.stmt], changes, groups) -> lis
     return hits
 
 
-MODULES = {"np", "numpy", "torch", "pd", "pandas", "F", "nn", "math", "random", "self", "os", "json", "csv"}
-
-
 def _siblings_moved_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
     """X = df[FEATURES].dropna(); y = df["label"]; fit(X, y): two columns of one table, rows dropped from one."""
     taken: dict[str, list[tuple[str, ast.stmt, bool]]] = {}  # table -> (name, statement, rows moved)
@@ -2246,7 +2243,7 @@ def _siblings_moved_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
             table = _root_name(n.value)
             scope = f.scope_of.get(n)
             params = {a.arg for a in scope.args.args} if isinstance(scope, ast.FunctionDef) else set()
-            if table and table not in MODULES and table != n.targets[0].id and (
+            if table and table not in f.imported | {"self"} and table != n.targets[0].id and (
                     table in f.assigned.get(scope, {}) or table in params):
                 taken.setdefault(table, []).append((n.targets[0].id, n, _row_change(f, n.value, table)))
     hits = []
@@ -2282,7 +2279,7 @@ ROTATE = MIRROR_H + MIRROR_V + [("h", "v"), ("horizontal", "vertical"), ("row", 
 AUG_CALLS = {"fliplr": "h", "hflip": "h", "RandomHorizontalFlip": "h", "flipud": "v", "vflip": "v",
              "RandomVerticalFlip": "v", "rot90": "r", "RandomRotation": "r", "rotate": "r"}
 AUG_WORDS = ("aug", "transform", "random", "flip", "jitter", "getitem")
-RANDOM_CALLS = {"rand", "random", "randint", "uniform", "bernoulli", "integers", "choice", "randn", "rand_like"}
+RANDOM_CALLS = set(RANDOM_DRAWS) | {"rand", "random", "uniform", "bernoulli", "randn", "rand_like"}
 
 
 def _class_names(f: ParsedFile) -> set[str]:
@@ -2298,27 +2295,34 @@ def _class_names(f: ParsedFile) -> set[str]:
     return words
 
 
-def _flip_axes(call: ast.Call) -> str:
+def _int_literal(e: ast.AST | None) -> int | None:
+    """2 or -1 as written; None for anything computed."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        inner = _int_literal(e.operand)
+        return -inner if inner is not None else None
+    return e.value if isinstance(e, ast.Constant) and isinstance(e.value, int) else None
+
+
+def _flip_axes(call: ast.Call, f_modules: set[str]) -> str:
     """"h" (mirror left-right), "v" (top-bottom), "hv" (a flip whose dim cannot be told), "r" (rotate/transpose)."""
     name = _name(call)
     if name in AUG_CALLS:
         return AUG_CALLS[name]
     if name == "flip":
-        dims = call.args[1] if len(call.args) > 1 and not isinstance(call.func, ast.Attribute) else (
-            call.args[0] if call.args and isinstance(call.func, ast.Attribute) and _name(call.func.value) != "torch"
-            else next((k.value for k in call.keywords if k.arg in ("dims", "axis")), None))
-        if dims is None:
-            dims = next((k.value for k in call.keywords if k.arg in ("dims", "axis")), None)
-        values = [e for e in (dims.elts if isinstance(dims, (ast.List, ast.Tuple)) else [dims]) if e is not None]
-        ints = [ast.literal_eval(e) for e in values if isinstance(e, (ast.Constant, ast.UnaryOp))]
+        dims = next((k.value for k in call.keywords if k.arg in ("dims", "axis")), None)
+        if dims is None:  # torch.flip(x, [2]) / flip(x, 1) name the tensor first; x.flip(-1) does not
+            function = not isinstance(call.func, ast.Attribute) or _name(call.func.value) in f_modules
+            rest = call.args[1:] if function else call.args
+            dims = rest[0] if rest else None
+        values = dims.elts if isinstance(dims, (ast.List, ast.Tuple)) else [dims]
+        ints = [v for v in map(_int_literal, values) if v is not None]
         if -1 in ints:
             return "h"
         if -2 in ints:
             return "v"
         return "hv" if ints else ""
-    if name == "transpose" and len(call.args) == 2 and all(isinstance(a, (ast.Constant, ast.UnaryOp)) for a in call.args):
-        pair = {ast.literal_eval(a) for a in call.args}
-        return "r" if pair in ({-1, -2}, {2, 3}, {1, 2}) else ""
+    if name == "transpose" and len(call.args) == 2:
+        return "r" if {_int_literal(a) for a in call.args} in ({-1, -2}, {2, 3}, {1, 2}) else ""
     return ""
 
 
@@ -2368,7 +2372,7 @@ def rule_label_changing_augmentation(f: ParsedFile) -> list[Hit]:
     referenced = {n.id for n in f.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
         n.attr for n in f.nodes if isinstance(n, ast.Attribute)}
     for call in (n for n in f.nodes if isinstance(n, ast.Call)):
-        axes = _flip_axes(call)
+        axes = _flip_axes(call, f.imported)
         if not axes or not _randomly_applied(f, call) or _label_reassigned(f, call):
             continue
         owner = _definition_of(f, call)
