@@ -437,6 +437,12 @@ def test_code_that_pairs_rows_with_other_rows_labels_explains_a_slow_one_batch_t
     other = rows.model_copy(update={"evidence": [Evidence(what="rule", value="scheduler_step_per_batch",
                                                           source="static_scan")]})
     assert [f.confidence for f in weigh_by_labels([lr, other], None)] == [0.75, 0.6]
+    # dev syslog_gru_bucket_labels: sequences sorted apart from their labels; the log reads as overfitting (0.7)
+    curve = Finding(failure_mode="overfitting", confidence=0.7, summary="val_loss turned up after step 50")
+    weighed = sorted(weigh_by_labels([curve, rows], None), key=lambda f: -f.confidence)
+    assert [(f.failure_mode, f.confidence) for f in weighed] == [("data_pipeline", 0.75), ("overfitting", 0.45)]
+    assert "memorising labels" in weighed[1].summary
+    assert [f.confidence for f in weigh_by_labels([curve, other], None)] == [0.7, 0.6]
 
 
 def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients_not_the_lr():

@@ -584,11 +584,15 @@ def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, r, p,
     ones (r, p, i0: held-out losses at that LR), or the code pairs each row with another row's label (a static
     rule; r is None): the labels are noise to the model. Labels that are noise are also slow to memorise at any LR
     (random labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires rethinking
-    generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's."""
+    generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's, and
+    so, when the code names the misalignment, is a curve whose validation turns up while training falls."""
     slow = next((f for f in findings if f.failure_mode == "lr_too_low" and one_batch_at_run_lr(f)), None)
-    if r is None and slow is None:
+    # memorising labels that are noise is what overfitting looks like in the log (train falls, validation
+    # turns up at once): with the code naming the misalignment, that curve is its symptom too
+    memorised = next((f for f in findings if f.failure_mode == "overfitting"), None) if r is None else None
+    if r is None and slow is None and memorised is None:
         return findings
-    lead = max(no_signal.confidence, slow.confidence + 0.05 if slow else 0.0)
+    lead = max(no_signal.confidence, *(f.confidence + 0.05 for f in (slow, memorised) if f is not None))
     fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / permuted "
                          "/ init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
     out = []
@@ -599,6 +603,10 @@ def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, r, p,
             f = f.model_copy(update={"confidence": lead, "evidence": [fact] + f.evidence,
                                      "summary": f"{f.summary}, also at {LR_PROBE_FACTOR:g}x the LR, where the model "
                                                 "fits its batches"})
+        elif f is memorised:
+            f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
+                                     "summary": f"{f.summary} (but a model memorising labels that belong to other "
+                                                "rows shows the same curve)"})
         elif f is slow:
             f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
                                      "summary": f"{f.summary} (but labels that carry no signal are slow to memorise at "
