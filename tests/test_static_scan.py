@@ -1320,7 +1320,7 @@ def test_rows_of_the_features_moved_apart_from_the_labels(move, flagged):
     assert bool(hits) == flagged, hits
     if flagged:
         assert hits[0].failure_mode == "data_pipeline" and hits[0].confidence >= 0.5
-        assert "`y`" in hits[0].why and "split(X, y, 0)" in hits[0].why
+        assert "`y`" in hits[0].why and f"line {line_of(code, 'return split(X, y, 0)')} pairs them" in hits[0].why
 
 
 def test_rows_moved_then_realigned_where_they_are_paired_are_not_flagged():
@@ -1432,7 +1432,7 @@ def test_two_columns_of_one_table_with_rows_dropped_from_one(xdef, ydef, flagged
     hits = hits_of(code, "rows_moved_apart_from_labels")
     assert bool(hits) == flagged, hits
     if flagged:
-        assert hits[0].line == 3 and "`df`" in hits[0].why and "train_test_split(X, y" in hits[0].why
+        assert hits[0].line == 3 and "`df`" in hits[0].why and "line 5 pairs the two" in hits[0].why
 
 
 @pytest.mark.parametrize("move,flagged", [

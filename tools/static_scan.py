@@ -63,12 +63,11 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "draw the indices once and index both with them: ix = torch.randint(len(data) - T, (B,)); "
          "x = stack([data[i:i+T] for i in ix]); y = stack([data[i+1:i+T+1] for i in ix])"),
     Rule("rows_moved_apart_from_labels", "data_pipeline", 0.6,
-         "the rows of the features are dropped or re-ordered (a filter, dropna, a sort, a join, a shuffle) and the "
-         "labels' rows are not, yet the two are later paired by position: each row trains on another row's label",
-         "apply the same row operation to both (keep = ...; X, y = X[keep], y[keep]), or drop/sort/join the table that "
-         "holds features and label together and split it into X and y afterwards",
-         "Do not tune the model or the LR: the loss stays near the label prior because the labels are noise to it; "
-         "check a few rows by hand (features next to their label) after the fix"),
+         "the features' rows are dropped or re-ordered (a filter, dropna, a sort, a join, a shuffle) and the labels' "
+         "are not, yet the two are paired by position: each row trains on another row's label",
+         "apply the same row operation to both (X, y = X[keep], y[keep]), or filter/sort the table that holds "
+         "features and label, then split it into X and y",
+         "Do not tune the model or the LR: the labels are noise to it. After the fix, check a few rows by hand"),
     Rule("label_changing_augmentation", "data_pipeline", 0.6,
          "a random flip or rotation of the training images keeps each image's label, but the class names are each "
          "other's image under that transform (left/right under a horizontal flip, up/down under a vertical one, "
@@ -2192,9 +2191,8 @@ def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
             for label, _ in labels:
                 joint = _together(after, feats, label, moved_by)
                 if joint is not None:
-                    why = (f"`{f.seg(stmt).strip()}` drops or re-orders the rows of `{feats}` but not those of "
-                           f"`{label}`, and line {joint.lineno} uses them together (`{f.line(joint)[1][:80]}`): from "
-                           f"the first moved row on, each row of `{feats}` is paired with another row's `{label}`")
+                    why = (f"`{f.seg(stmt).strip()}` moves the rows of `{feats}`, not of `{label}`; line "
+                           f"{joint.lineno} pairs them by position, so each row gets another row's label")
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
                     break
         hits += _siblings_moved_apart(f, body)
@@ -2228,8 +2226,7 @@ def _shuffled_apart(f: ParsedFile, body: list[ast.stmt], changes, groups) -> lis
             if any(isinstance(n, ast.Call) and _name(n) in RESEED for n in between):
                 continue
             why = (f"`{f.seg(s1).strip()}` and `{f.seg(s2).strip()}` re-order `{feats}` and `{label}` with two "
-                   "separate random draws: the generator has moved on between them, so the two orders differ and each "
-                   f"row of `{feats}` is paired with another row's `{label}`")
+                   "random draws (the generator moved on in between): two orders, so each row gets another row's label")
             hits.append((hi, "rows_moved_apart_from_labels", {"why": why}))
             break
     return hits
@@ -2257,10 +2254,8 @@ def _siblings_moved_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
                 after = [s for s in body if s.lineno > max(stmt.end_lineno, lstmt.end_lineno)]
                 joint = _together(after, feats, label, set())
                 if joint is not None:
-                    why = (f"`{f.seg(stmt).strip()}` drops or re-orders rows of `{table}` for `{feats}` but "
-                           f"`{f.seg(lstmt).strip()}` keeps all of them, and line {joint.lineno} uses the two together "
-                           f"(`{f.line(joint)[1][:80]}`): from the first dropped row on, each row of `{feats}` is paired "
-                           f"with another row's `{label}`")
+                    why = (f"`{f.seg(stmt).strip()}` drops or moves rows of `{table}` that `{f.seg(lstmt).strip()}` "
+                           f"keeps; line {joint.lineno} pairs the two by position, so each row gets another row's label")
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
                     break
     return hits

@@ -544,7 +544,7 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
                      None)
     moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5 and any(
         e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
-    if no_signal is None and moved is not None:
+    if moved is not None:  # the code pairs rows with other rows' labels: no LR experiment unsays that
         return labels_explain_slow_batch(findings, moved, None, None, None)
     if no_signal is None or at_lr is None:
         return findings
