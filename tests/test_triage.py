@@ -433,6 +433,11 @@ def test_code_that_pairs_rows_with_other_rows_labels_explains_a_slow_one_batch_t
     weighed = sorted(weigh_by_labels([lr, rows], None), key=lambda f: -f.confidence)
     assert [(f.failure_mode, f.confidence) for f in weighed] == [("data_pipeline", 0.8), ("lr_too_low", 0.45)]
     assert weighed[0].evidence == rows.evidence and "slow to memorise" in weighed[1].summary
+    # the next steps do not send the agent to confirm the LR the labels explain: the fix and its test come first
+    from tools.triage import suggest_next
+    nxt = [n.tool for n in suggest_next(weighed, "train.py:make_target", None, command=["python", "train.py"])]
+    assert "lr_range_test" not in nxt and nxt[-2:] == ["write_regression_test", "journal_append"]
+    assert "lr_range_test" in [n.tool for n in suggest_next([rows, lr], "train.py:make_target", None)]
     assert weigh_by_labels([rows], None) == [rows]
     other = rows.model_copy(update={"evidence": [Evidence(what="rule", value="scheduler_step_per_batch",
                                                           source="static_scan")]})

@@ -2148,19 +2148,17 @@ def _together(stmts: list[ast.stmt], a: str, b: str, moved_by: set[str]) -> ast.
     index that moved `a` (TensorDataset(X, y[order])) re-aligns them there: not a pairing of moved rows."""
     indexed: dict[str, dict[str, ast.stmt]] = {a: {}, b: {}}
     for s in stmts:
-        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == b
-               and _src(n.slice) in moved_by for h in _header(s) for n in ast.walk(h)):
+        subs = [(n.value.id, _src(n.slice)) for h in _header(s) for n in ast.walk(h)
+                if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in (a, b)]
+        if any(name == b and key in moved_by for name, key in subs):
             return None
         if _loads(s, a) and _loads(s, b):
             return s
-        for name in (a, b):
-            for n in (x for h in _header(s) for x in ast.walk(h)):
-                if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name:
-                    key = _src(n.slice)
-                    indexed[name].setdefault(key, s)
-                    other = indexed[b if name == a else a].get(key)
-                    if other is not None and other is not s:
-                        return s
+        for name, key in subs:
+            indexed[name].setdefault(key, s)
+            other = indexed[b if name == a else a].get(key)
+            if other is not None and other is not s:
+                return s
     return None
 
 

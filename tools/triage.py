@@ -545,14 +545,16 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5 and any(
         e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
     if moved is not None:  # the code pairs rows with other rows' labels: no LR experiment unsays that
-        return labels_explain_slow_batch(findings, moved, None, None, None)
+        return labels_explain_slow_batch(findings, moved)
     if no_signal is None or at_lr is None:
         return findings
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
     if not all(is_finite(v) for v in (r, p, i0)):
         return findings
     if r >= p - 0.05 * i0 and r > 0.95 * i0 and fitted(at_lr.train_loss_real_labels):
-        return labels_explain_slow_batch(findings, no_signal, r, p, i0)
+        fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / "
+                             "permuted / init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
+        return labels_explain_slow_batch(findings, no_signal, fact)
     if not (r < 0.9 * i0 and r < p - 0.05 * i0):
         return findings
     fact = Evidence(what=f"held-out loss at {LR_PROBE_FACTOR:g}x the LR: real labels / permuted / init",
@@ -579,38 +581,37 @@ def fitted(first_last) -> bool:
 LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
 
 
-def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, r, p, i0) -> list[Finding]:
+def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, measured: Evidence | None = None
+                              ) -> list[Finding]:
     """At an LR where the model fits its training batches, real labels still generalise no better than permuted
-    ones (r, p, i0: held-out losses at that LR), or the code pairs each row with another row's label (a static
-    rule; r is None): the labels are noise to the model. Labels that are noise are also slow to memorise at any LR
-    (random labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires rethinking
-    generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the LR's, and
-    so, when the code names the misalignment, is a curve whose validation turns up while training falls."""
+    ones (`measured`: the held-out losses at that LR), or the code pairs each row with another row's label (a
+    static rule; `measured` is None): the labels are noise to the model. Labels that are noise are also slow to
+    memorise at any LR (random labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires
+    rethinking generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the
+    LR's, and so, when the code names the misalignment, is a curve whose validation turns up while training falls."""
     slow = next((f for f in findings if f.failure_mode == "lr_too_low" and one_batch_at_run_lr(f)), None)
     # memorising labels that are noise is what overfitting looks like in the log (train falls, validation
     # turns up at once): with the code naming the misalignment, that curve is its symptom too
-    memorised = next((f for f in findings if f.failure_mode == "overfitting"), None) if r is None else None
-    if r is None and slow is None and memorised is None:
+    memorised = next((f for f in findings if f.failure_mode == "overfitting"), None) if measured is None else None
+    if measured is None and slow is None and memorised is None:
         return findings
     lead = max(no_signal.confidence, *(f.confidence + 0.05 for f in (slow, memorised) if f is not None))
-    fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / permuted "
-                         "/ init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
+    cause = {"confidence": lead}
+    if measured is not None:
+        cause.update(evidence=[measured] + no_signal.evidence,
+                     summary=f"{no_signal.summary}, also at {LR_PROBE_FACTOR:g}x the LR, where the model fits its "
+                             "batches")
+    but = [(slow, "labels that carry no signal are slow to memorise at any LR"),
+           (memorised, "a model memorising labels that belong to other rows shows the same curve")]
     out = []
     for f in findings:
-        if f is no_signal and r is None:
-            f = f.model_copy(update={"confidence": lead})
-        elif f is no_signal:
-            f = f.model_copy(update={"confidence": lead, "evidence": [fact] + f.evidence,
-                                     "summary": f"{f.summary}, also at {LR_PROBE_FACTOR:g}x the LR, where the model "
-                                                "fits its batches"})
-        elif f is memorised:
+        why = next((w for g, w in but if g is f), None)
+        if f is no_signal:
+            f = f.model_copy(update=cause)
+        elif why is not None:
             f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
-                                     "summary": f"{f.summary} (but a model memorising labels that belong to other "
-                                                "rows shows the same curve)"})
-        elif f is slow:
-            f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
-                                     "summary": f"{f.summary} (but labels that carry no signal are slow to memorise at "
-                                                "any LR)"})
+                                     "summary": f"{f.summary} (but {why})",
+                                     "facts": {**f.facts, "explained_by": no_signal.failure_mode}})
         out.append(f)
     return out
 
@@ -708,6 +709,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         tool, why = NEXT_FOR.get(f.failure_mode, ("tail_log", "look at the raw evidence"))
         if tool in already_ran or f.facts.get("waits_for_clipping"):
             continue  # an LR reading in a net that must be clipped first: probing the LR now would mislead
+        if f.facts.get("explained_by") == findings[0].failure_mode:
+            continue  # the top finding's cause shows this symptom too: fix that first, then triage again
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
                                                          "profile_steps"} else {}
