@@ -97,6 +97,10 @@ def test_a_second_finding_far_below_a_strong_top_is_remote_too():
                                            Finding(failure_mode="frozen_params", confidence=0.3, summary="frozen",
                                                    location="enc.0, enc.1, enc.2")]))["findings"]
     assert far[2]["location"] == "enc.0 (+2)"  # where a remote hypothesis starts is enough to look
+    why = "a risk in the code: division by a standard deviation with no epsilon gives 0/0 " * 4
+    long = summary(GradNormReport(findings=[f("lr_too_low", 0.75), f("nan_inf", 0.3).model_copy(
+        update={"summary": why})]))["findings"][1]["summary"]
+    assert long.endswith(" [...]") and len(long) <= 206 and why.startswith(long[:-6])
     far = far[1]
     close = summary(GradNormReport(findings=[f("healthy", 0.7), f("lr_too_high", 0.45)]))["findings"][1]
     assert "evidence" not in far and "fix" not in far and far["summary"] == "data_pipeline"

@@ -11,7 +11,8 @@ structured content. `summary()` shapes any report the same way, so no tool trims
   `Report.keep_all` lists are never cut); `omitted` says what was cut;
 - fields that repeat another one (`Report.summary_drops`; `list.field` for a field of every record) are left out;
 - evidence repeated under several findings is shown once, and a finding shows at most 3 facts (none and no
-  fix below the top one and a second that contends with it; avoid for the top one only);
+  fix below the top one and a second that contends with it, and their summaries keep their first 200
+  characters; avoid for the top one only);
 - records of a cut list, of `findings` and of `Report.keep_all` lists leave out their empty default
   fields (None, [], "", False);
 - a very long string keeps its head and tail (a traceback's last frames are where it failed).
@@ -35,6 +36,7 @@ SIG_DIGITS = 4
 TOP_K = 6
 EVIDENCE_MAX = 3  # facts shown per finding
 CONTENDER, CONTENDER_GAP = 0.5, 0.25  # a second finding this strong, or this close to the top, keeps its facts
+REMOTE_SUMMARY_MAX = 200  # characters of a remote hypothesis's summary (the rest is in detail='full')
 MIN_K = 3  # records shown from a long list even when none stands out
 SERIES_MAX = 8  # a number list longer than this is summarised
 CURVE_POINTS = 32
@@ -238,8 +240,11 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
                 cut = True
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
+        if not shown and len(f.get("summary", "")) > REMOTE_SUMMARY_MAX:  # what it is, not every reason
+            f["summary"], cut = f["summary"][:REMOTE_SUMMARY_MAX].rsplit(" ", 1)[0] + " [...]", True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = f"others: summary; top and close second: {EVIDENCE_MAX} facts+fix (avoid: top)"
+        omitted["findings"] = (f"others: summary ({REMOTE_SUMMARY_MAX} chars); top and close second: {EVIDENCE_MAX} "
+                               "facts+fix (avoid: top)")
 
 
 def first_place(location: str) -> str:
