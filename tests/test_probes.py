@@ -505,6 +505,30 @@ def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, cau
     assert bool(hit) == caught, rep.text()
 
 
+@pytest.mark.parametrize("head,caught", [("nn.Sigmoid()", True), ("nn.Identity()", False)])
+def test_one_probability_per_row_into_bce_with_logits_is_caught_once_the_copy_has_trained(workspace, head, caught):
+    """A single output per row may sit in [0, 1] at init by its bias alone (here it does, in both heads); trained,
+    the logits of rows labelled 0 go below 0, a sigmoid's output cannot."""
+    spec = inline_target(workspace, f"""
+        import torch
+        from torch import nn
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(64, 6)
+            y = (x[:, 0] + 0.5 * x[:, 1] > 0).float().unsqueeze(1)
+            model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 1), {head})
+            with torch.no_grad():  # an init whose raw outputs sit in [0, 1] too
+                model[2].weight.mul_(0.1)
+                model[2].bias.fill_(0.5)
+            return {{"model": model, "batch": (x, y), "loss_fn": lambda m, b: nn.BCEWithLogitsLoss()(m(b[0]), b[1]),
+                     "make_optimizer": lambda ps: torch.optim.Adam(ps, lr=1e-2)}}
+    """)
+    rep = run(lambda: P.init_loss_check(workspace, spec))
+    hit = [f for f in rep.findings if f.failure_mode == "loss_function" and "sigmoid" in f.summary]
+    assert bool(hit) == caught, rep.text()
+
+
 def test_crash_messages_are_classified_alike_everywhere():
     from tools.failure_modes import crash_mode
 

@@ -931,6 +931,24 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             evidence=[Evidence(what="loss input min..max", value=f"{_fmt(li['min'])}..{_fmt(li['max'])}", source=src)],
             fix="Feed the raw logits (remove the final sigmoid / nn.Sigmoid) and apply torch.sigmoid only for predictions",
             avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss"))
+    tr = ri.get("loss_input_trained") or {}
+    # one logit per row may sit in [0, 1] at init; trained on rows labelled 0 it goes below 0, a probability cannot
+    if rep.loss_kind == "binary_cross_entropy_with_logits" and tr.get("n", 0) >= 16 and ri.get("steps", 0) >= 20 \
+            and min(tr.get("zeros", 0), tr.get("ones", 0)) >= 4 and is_finite(tr.get("min")) \
+            and 0 <= tr["min"] and tr["max"] <= 1 and is_finite(li.get("min")) and 0 <= li["min"] and li["max"] <= 1 \
+            and not any(f.failure_mode == "loss_function" for f in rep.findings):
+        rep.findings.append(Finding(
+            failure_mode="loss_function", confidence=0.8,
+            summary=f"binary_cross_entropy_with_logits receives values in [0, 1] at init and still after {ri['steps']} "
+                    f"training steps ({_fmt(tr['min'])}..{_fmt(tr['max'])} over {tr['n']}, {tr['zeros']} labelled 0): "
+                    "a logit of a row labelled 0 is pushed below 0, a probability cannot go there, so the loss applies "
+                    "its sigmoid a second time",
+            evidence=[Evidence(what="loss input min..max at init", value=f"{_fmt(li['min'])}..{_fmt(li['max'])}",
+                               source=src),
+                      Evidence(what=f"after {ri['steps']} steps", value=f"{_fmt(tr['min'])}..{_fmt(tr['max'])}",
+                               source=src)],
+            fix="Feed the raw logits (remove the final sigmoid / nn.Sigmoid) and apply torch.sigmoid only for predictions",
+            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss"))
     if rep.loss_kind == "nll_loss" and li.get("n", 0) >= 16 and is_finite(li.get("max")) and li["max"] > 1e-3:
         rep.findings.append(Finding(
             failure_mode="loss_function", confidence=0.8,

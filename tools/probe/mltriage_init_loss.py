@@ -157,8 +157,11 @@ def random_input_test(target, model, batches, spy, steps):
             if first is None:
                 first = loss.detach().float()
         torch.manual_seed(1234)
+        seen = T.LossSpy()
         with torch.no_grad():
             m.eval()
+            with seen:
+                target.loss(m, batches[0])
             real = torch.stack([target.loss(m, b).detach().float() for b in batches]).mean()
             rand = torch.stack([target.loss(m, T.map_inputs(b, label, T.random_like)).detach().float()
                                 for b in batches]).mean()
@@ -166,7 +169,17 @@ def random_input_test(target, model, batches, spy, steps):
     except Exception as e:  # noqa: BLE001 - the comparison is advisory; say why it did not run
         return {"skipped": f"{type(e).__name__}: {e}"[:300]}
     return {"steps": steps, "label_slot": label, "loss_before": first_v, "loss_real_inputs": real_v,
-            "loss_random_inputs": rand_v}
+            "loss_random_inputs": rand_v, "loss_input_trained": trained_range(seen)}
+
+
+def trained_range(spy):
+    """What a binary cross-entropy with logits receives once the copy has trained: its range, and how many
+    targets are 0 and 1. Trained logits of rows labelled 0 go below 0; values that cannot are probabilities."""
+    if spy.name != "binary_cross_entropy_with_logits" or spy.input is None or not spy.input.numel():
+        return None
+    x, y = spy.input.float(), spy.target.float()
+    lo, hi, zeros, ones = T.to_floats(x.min(), x.max(), (y <= 0.1).sum(), (y >= 0.9).sum())
+    return {"min": lo, "max": hi, "n": x.numel(), "zeros": int(zeros), "ones": int(ones)}
 
 
 if __name__ == "__main__":
