@@ -1353,6 +1353,7 @@ def prepare(cut):
     ("tabular/netflow_shuffle_twice", "rows_moved_apart_from_labels"),
     ("cnn_bn/bracket_orientation_flip_aug", "label_changing_augmentation"),
     ("cnn_bn/arrow_signs_hflip_aug", "label_changing_augmentation"),
+    ("autoencoder/spectra_vae_beta_lerp", "kl_weight_grows_past_its_end"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1463,3 +1464,42 @@ def bucket_batches(seqs, labels, batch_size):
                          "order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))\n"
                          "    seqs = [seqs[i] for i in order]\n    labels = [labels[i] for i in order]")
     assert hits_of(fixed, "rows_moved_apart_from_labels") == []
+
+
+# --- a KL weight ramped with no cap (dev spectra_vae_beta_lerp: beta reaches 20 by the last epoch) ---
+
+RAMP = """
+import torch
+
+class LinearBetaSchedule:
+    def __init__(self, beta_start, beta_end, anneal_steps):
+        self.beta_start, self.beta_end, self.anneal_steps = beta_start, beta_end, anneal_steps
+
+    def __call__(self, step):
+        frac = FRAC
+        return self.beta_start + (self.beta_end - self.beta_start) * frac
+
+def train(model, loader, epochs, warmup_epochs):
+    for epoch in range(epochs):
+        kl_weight = LOOP
+        for x in loader:
+            recon, kl = model(x)
+            kld = kl.sum() / x.size(0)
+            loss = recon + kl_weight * kld
+"""
+
+
+@pytest.mark.parametrize("frac,loop,fires", [
+    ("step / self.anneal_steps", "1.0", [10]),
+    ("min(1.0, step / self.anneal_steps)", "1.0", []),  # capped
+    ("step / self.anneal_steps if step < self.anneal_steps else 1.0", "1.0", []),  # ends by a comparison
+    ("1.0", "epoch / warmup_epochs", [14]),  # a ramp written in the loop
+    ("1.0", "min(1.0, epoch / warmup_epochs)", []),
+    ("1.0", "(epoch % 4) / 4", []),  # cyclical annealing (Fu et al. 2019): a constant numerator is no step count
+])
+def test_a_kl_weight_ramped_without_a_cap_is_flagged_and_a_capped_or_cyclical_one_is_not(frac, loop, fires):
+    code = RAMP.replace("FRAC", frac).replace("LOOP", loop)
+    assert [h.line for h in hits_of(code, "kl_weight_grows_past_its_end")] == fires
+    # the KL divided by the batch size and an LR warm-up written the same way are no KL weight ramp
+    lr = code.replace("kl_weight", "lr_scale").replace("LinearBetaSchedule", "LinearWarmup")
+    assert hits_of(lr, "kl_weight_grows_past_its_end") == []

@@ -77,6 +77,12 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "left into right), and keep only transforms the classes are invariant to",
          "Do not tune the LR, the model or the augmentation strength: the model learns the classes the transform "
          "confuses at chance; judge the fix by those classes' accuracy on the un-augmented validation set"),
+    Rule("kl_weight_grows_past_its_end", "loss_function", 0.6,
+         "the KL weight is a linear ramp of the step with no cap: after the warm-up it keeps growing past its "
+         "target, so the KL term swamps the reconstruction and the posterior is squeezed onto the prior "
+         "(a warm-up holds beta at its end value once reached: Bowman et al. 2016; Fu et al. 2019 for cycles)",
+         "cap the ramp's fraction at 1: beta = start + (end - start) * min(1.0, step / warmup_steps)",
+         "Do not lower the LR or shrink the latent size: the loss rises because the KL weight keeps rising; cap it"),
     Rule("label_statistic_in_features", "data_leakage", 0.6,
          "a statistic fitted on every row's label (validation rows included) feeds the input features: each row's "
          "feature carries its own label, so validation scores look better than the model is (target leakage)",
@@ -2494,6 +2500,71 @@ def rule_distributed_data(f: ParsedFile) -> list[Hit]:
 SMALL_RANK_BATCH = 16  # BatchNorm's statistics get noisy well below this (SyncBatchNorm's motivating case)
 
 
+# --- a KL weight ramped without a cap ------------------------------------------------------------------
+
+KL_WEIGHT = re.compile(r"beta|kl|kld|anneal", re.I)
+STEP_NAME = re.compile(r"^(global_)?(step|steps|it|iter|iters|iteration|epoch|epochs|t|i|n_iter|num_updates|updates)$"
+                       r"|_(step|iter|epoch)$", re.I)
+CAPS = {"min", "max", "clamp", "clip", "clamp_", "clip_", "minimum", "maximum"}
+
+
+def _ramp_divisions(f: ParsedFile, e: ast.AST, depth: int = 2) -> list[ast.BinOp]:
+    """The divisions `step / n` a value is a linear function of (through names assigned in its function), or []
+    when it is capped anywhere on the way (min, clamp, clip) or is not built by +, -, * from them."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
+        return [e]
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult)):
+        return _ramp_divisions(f, e.left, depth) + _ramp_divisions(f, e.right, depth)
+    if isinstance(e, ast.Name) and depth > 0:
+        values = f.values_of(e)
+        found = [_ramp_divisions(f, v, depth - 1) for v in values]
+        return [d for ds in found for d in ds] if values and all(found) else []
+    return []
+
+
+def _ramp_ends(scope: ast.AST, names: set[str]) -> bool:
+    """A comparison of the ramp's step anywhere in its function (if step < warmup: ..., return 1.0 past it), or
+    a cap call: the ramp ends."""
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Compare) and names & {_src(x) for x in ast.walk(n)}:
+            return True
+        if isinstance(n, ast.Call) and _name(n) in CAPS:
+            return True
+    return False
+
+
+def rule_kl_weight_grows_past_its_end(f: ParsedFile) -> list[Hit]:
+    """beta = beta_start + (beta_end - beta_start) * step / anneal_steps, with nothing that stops it at 1: after
+    the warm-up the KL weight keeps growing (20x its end value by the last epoch of a 20-epoch run)."""
+    hits = []
+    for n in f.nodes:
+        if isinstance(n, ast.Return) and n.value is not None:
+            scope = f.scope_of.get(n)
+            owner = f.parent.get(scope) if scope is not None else None
+            named = " ".join([getattr(scope, "name", ""), getattr(owner, "name", "") if isinstance(owner, ast.ClassDef)
+                              else ""])
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Name, ast.Attribute)):
+            scope, named = f.scope_of.get(n), _src(n.targets[0])
+        else:
+            continue
+        if scope is None or not KL_WEIGHT.search(named) or re.search(r"lr|learning", named, re.I):
+            continue
+        divs = _ramp_divisions(f, n.value)
+        # a ramp divides the step (or epoch) count by the warm-up length; a KL divided by the batch size is no ramp
+        steps = {_src(x) for d in divs for x in ast.walk(d.left) if isinstance(x, (ast.Name, ast.Attribute))
+                 and STEP_NAME.search(_src(x).rsplit(".", 1)[-1])}
+        # a step taken modulo the cycle length is a cyclical schedule (Fu et al. 2019): bounded by construction
+        if not divs or not steps or any(isinstance(x, ast.Call) or isinstance(getattr(x, "op", None), ast.Mod)
+                                        for d in divs for x in ast.walk(d)):
+            continue
+        if _ramp_ends(scope, steps):
+            continue
+        why = (f"`{f.seg(n).strip()}` ramps the KL weight linearly with `{_src(divs[0].left)}` and nothing caps it: "
+               "past the warm-up it keeps growing, so the KL term swamps the reconstruction")
+        hits.append((n, "kl_weight_grows_past_its_end", {"why": why}))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode,
@@ -2501,7 +2572,8 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
-                  rule_rows_moved_apart_from_labels, rule_label_changing_augmentation]
+                  rule_rows_moved_apart_from_labels, rule_label_changing_augmentation,
+                  rule_kl_weight_grows_past_its_end]
 
 
 # ---------------------------------------------------------------------------------------------
