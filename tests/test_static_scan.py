@@ -1354,6 +1354,7 @@ def prepare(cut):
     ("cnn_bn/bracket_orientation_flip_aug", "label_changing_augmentation"),
     ("cnn_bn/arrow_signs_hflip_aug", "label_changing_augmentation"),
     ("autoencoder/spectra_vae_beta_lerp", "kl_weight_grows_past_its_end"),
+    ("tabular/pump_maint_inner_join", "rows_moved_apart_from_labels"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1503,3 +1504,29 @@ def test_a_kl_weight_ramped_without_a_cap_is_flagged_and_a_capped_or_cyclical_on
     # the KL divided by the batch size and an LR warm-up written the same way are no KL weight ramp
     lr = code.replace("kl_weight", "lr_scale").replace("LinearBetaSchedule", "LinearWarmup")
     assert hits_of(lr, "kl_weight_grows_past_its_end") == []
+
+
+JOINED = """
+import pandas as pd
+
+def load(sensors, maintenance):
+    LABEL_LINE
+    merged = pd.merge(sensors, maintenance, on="asset_id", how="inner")
+    X = merged[FEATURES].to_numpy()
+    FIXED_LINE
+    return X, y
+"""
+
+
+@pytest.mark.parametrize("label,fixed,fires", [
+    ('y = sensors.pop("failed").to_numpy()', "", True),  # labels in the left table's order, features in the join's
+    ('y = sensors["failed"].to_numpy()', "", True),
+    ("", 'y = merged["failed"].to_numpy()', False),  # the label comes through the join with its row
+    ('y = sensors.pop("failed").to_numpy()', 'y = merged["failed"].to_numpy()', False),  # taken again after it
+])
+def test_labels_taken_before_a_join_and_paired_with_its_rows_are_flagged(label, fixed, fires):
+    """Dev pump_maint_inner_join: an inner join drops 212 of 1500 pumps and re-sorts the rest by id; the labels
+    popped before it keep the sensor file's order, so validation F1 stays 0."""
+    code = JOINED.replace("LABEL_LINE", label or "pass").replace("FIXED_LINE", fixed or "pass")
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert [h.line for h in hits] == ([line_of(code, "pd.merge")] if fires else [])

@@ -2200,6 +2200,7 @@ def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
                     break
         hits += _siblings_moved_apart(f, body)
+        hits += _joined_apart(f, body)
         hits += _shuffled_apart(f, body, changes, groups)
     return hits
 
@@ -2261,6 +2262,54 @@ def _siblings_moved_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
                     why = (f"`{f.seg(stmt).strip()}` drops or moves rows of `{table}` that `{f.seg(lstmt).strip()}` "
                            f"keeps; line {joint.lineno} pairs the two by position, so each row gets another row's label")
                     hits.append((stmt, "rows_moved_apart_from_labels", {"why": why}))
+                    break
+    return hits
+
+
+JOINS = re.compile(r"join|merge", re.I)
+
+
+def _joined_from(n: ast.AST) -> str:
+    """T for `T2 = pd.merge(T, other, ...)`, `T2 = T.merge(...)`, `T2 = inner_join(T, other)`: a join re-orders
+    (and an inner one drops) the rows of T."""
+    if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
+        return ""
+    call = n.value
+    while isinstance(call, (ast.Call, ast.Attribute)) and not (isinstance(call, ast.Call) and JOINS.search(_name(call))):
+        call = call.func if isinstance(call, ast.Call) else call.value
+    if not isinstance(call, ast.Call):
+        return ""
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and call.func.value.id not in (
+            "pd", "pandas"):
+        return call.func.value.id  # T.merge(other)
+    first = call.args[0] if call.args else None
+    return first.id if isinstance(first, ast.Name) else ""
+
+
+def _joined_apart(f: ParsedFile, body: list[ast.stmt]) -> list[Hit]:
+    """y = sensors.pop("failed"); table = inner_join(sensors, maintenance, on="id"); X = features(table);
+    return X, y: the labels keep the left table's rows, the features get the join's."""
+    hits = []
+    for i, label_stmt in enumerate(body):
+        if not (isinstance(label_stmt, ast.Assign) and len(label_stmt.targets) == 1
+                and isinstance(label_stmt.targets[0], ast.Name) and _label_name(label_stmt.targets[0].id)):
+            continue
+        label, table = label_stmt.targets[0].id, _root_name(label_stmt.value)
+        if not table or table == label:
+            continue
+        for j, join in enumerate(body[i + 1:], i + 1):
+            if _joined_from(join) != table or _rebound(body[i + 1:], label, False):
+                continue
+            joined = join.targets[0].id
+            feats = [s.targets[0].id for s in body[j + 1:] if isinstance(s, ast.Assign) and len(s.targets) == 1
+                     and isinstance(s.targets[0], ast.Name) and _loads(s, joined) and not _label_name(s.targets[0].id)]
+            for x in feats:
+                joint = _together(body[j + 1:], x, label, set())
+                if joint is not None:
+                    why = (f"`{f.seg(join).strip()}` re-orders the rows of `{table}` (an inner join drops some too), "
+                           f"but `{label}` was taken from `{table}` before it; line {joint.lineno} pairs `{x}` with "
+                           f"`{label}` by position, so rows get other rows' labels")
+                    hits.append((join, "rows_moved_apart_from_labels", {"why": why}))
                     break
     return hits
 
