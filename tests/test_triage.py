@@ -287,6 +287,29 @@ def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
     assert too_high.failure_mode == "lr_too_high" and "1/10" in too_high.summary and too_high.confidence < 0.5
 
 
+def test_validation_that_learnt_and_levelled_off_makes_a_stalled_run_the_datas_limit_not_the_lr():
+    """Dev healthy_courier_agg_join: noisy labels, Adam 1e-3; train loss 0.680 -> 0.575 (barely fell), one batch
+    58% at the run's LR and 95% at 30x, but val_loss went 0.665 -> 0.591 by epoch 19 and sat there (0.593 at the
+    end). Dev pump_vibration_probe_bert_lr (a too-small LR): validation 1.376 -> 1.296, still at its best at the end."""
+    from types import SimpleNamespace
+
+    from tools.triage import lr_off
+
+    def val(first, best, last, trend, count=30):
+        return SimpleNamespace(name="val_loss", first=first, min=best, last=last, trend=trend, count=count)
+
+    slow, faster = _overfit(1e-3, "slow", 0.682, 0.287), _overfit(3e-2, "slow", 0.682, 0.034)
+    limit = lr_off(slow, faster, _loss(0.680, 0.575), val(0.665, 0.591, 0.593, "flat"))
+    assert limit.failure_mode == "lr_too_low" and limit.confidence < 0.5 and "levelled off" in limit.summary
+    assert any(e.what.startswith("logged val_loss") for e in limit.evidence)
+    for still in (val(1.376, 1.296, 1.296, "flat"),  # at its best at the end, having learnt 6%: the LR
+                  val(0.665, 0.591, 0.593, "decreasing"),  # still improving
+                  val(0.665, 0.64, 0.65, "flat"),  # learnt too little to have reached anything
+                  val(0.665, 0.591, 0.593, "flat", count=4),  # too short to say
+                  None):
+        assert lr_off(slow, faster, _loss(0.680, 0.575), still).confidence == 0.75
+
+
 def test_a_run_at_the_floor_one_batch_stalls_at_is_the_second_signal_for_a_too_high_lr():
     """Dev runs gpt_accum_adamw_lr3e2 and sql_char_lm_adam_lr_3e2: AdamW at 3e-2 learns, then creeps along at
     ~1.0; one batch at that LR stalls at 1.02 while a tenth of it memorises the batch. At a workable LR one

@@ -428,7 +428,19 @@ def learns_faster(slow: "probes.OverfitReport", other: "probes.OverfitReport") -
                                        and fell_other >= 2 * max(fell, 0.0)))
 
 
-def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss) -> Finding:
+VAL_LEARNT = 0.92  # validation's best at or under this fraction of its first value: the run did learn
+
+
+def val_stopped_improving(val) -> bool:
+    """Validation improved (its best at least 8% under its first value) and then stopped: its last point is not its
+    best and its last fifth is flat or rising. A too-small LR keeps improving to the end; a run that got what the
+    data allows (noisy labels, a hard target) stops."""
+    first, low, last = (getattr(val, k, None) for k in ("first", "min", "last"))
+    return (val is not None and (val.count or 0) >= 6 and all(is_finite(v) for v in (first, low, last)) and first > 0
+            and low <= VAL_LEARNT * first and last > low and val.trend in ("flat", "increasing"))
+
+
+def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss, log_val=None) -> Finding:
     """lr_too_low (or lr_too_high) when the batch the model could not learn at its LR is learnt at a larger (smaller)
     one. Two signals must agree for a verdict (>= 0.5): that experiment, and a run whose logged loss barely fell.
     A healthy fine-tune at a small LR crawls on one batch too, but its log shows it learning."""
@@ -448,18 +460,27 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
     if run_stalled:
         evidence.append(Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
                                  source="log_metrics"))
+    # the training loss fell little, but validation learnt and then levelled off: the data's limit, not the LR's
+    at_limit = mode == "lr_too_low" and run_stalled and val_stopped_improving(log_val)
+    if at_limit:
+        evidence.append(Evidence(what=f"logged {log_val.name} first -> best -> last",
+                                 value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)} -> {_fmt(log_val.last)}",
+                                 source="log_metrics"))
     if floor:
         evidence.append(Evidence(what=f"lowest logged {log_loss.name}", value=_fmt(log_loss.min), source="log_metrics"))
     fix = (f"Raise the LR toward {slow.lr * 10:.3g}-{other.lr:.3g}" if mode == "lr_too_low" else
            f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
-    said = (", and the run's loss barely fell" if run_stalled else
+    said = (f", and the run's loss barely fell, but its {log_val.name if at_limit else ''} improved and then levelled "
+            "off (a too-small LR keeps improving to the end): the run may have got what the data allows, so this is "
+            "a hypothesis" if at_limit else ", and the run's loss barely fell" if run_stalled else
             ", and one batch stalls at this LR about where the whole run's loss sits: the LR sets the floor"
             if floor else "; the log does not show a stalled run, so this is a hypothesis")
     first_b, last_b = slow.initial_loss, slow.final_loss
     measured = ({"one_batch_steps": slow.steps_run, "one_batch_ratio": last_b / first_b}
                 if is_finite(first_b) and is_finite(last_b) and first_b > 0 and last_b >= 0 and slow.steps_run else {})
     return Finding(
-        failure_mode=mode, confidence=0.75 if run_stalled else 0.7 if floor else 0.45, evidence=evidence,
+        failure_mode=mode, confidence=0.75 if run_stalled and not at_limit else 0.7 if floor else 0.45,
+        evidence=evidence,
         summary=f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own {fell:.0%}"
                 + said, fix=fix, location="optimizer lr", facts=measured)
 
@@ -850,6 +871,10 @@ async def run_triage(
         lm = seen.get("log_metrics")
         return next((x for x in lm.series if x.name == lm.loss_series), None) if lm else None
 
+    def log_val():
+        lm = seen.get("log_metrics")
+        return next((x for x in lm.series if x.name == lm.val_series), None) if lm and lm.val_series else None
+
     def nan_steps() -> int:
         """Far enough to reach the first non-finite step the log shows, bounded; a short look otherwise."""
         loss = log_loss()
@@ -893,14 +918,15 @@ async def run_triage(
         # which way is the LR off? a tenth of it first: Adam at too high an LR crawls on one batch too
         lower = await probes.overfit_test(w, target, 200, rep.lr / 10, py, left, prog)
         if learns_faster(rep, lower):
-            rep.findings = [f for f in rep.findings if f.failure_mode != "lr_too_low"] + [lr_off(rep, lower, log_loss())]
+            rep.findings = [f for f in rep.findings if f.failure_mode != "lr_too_low"] + [
+                lr_off(rep, lower, log_loss(), log_val())]
             return rep
         left = t - (time.monotonic() - began)
         if (log_loss() is not None and not stalled(log_loss())) or left < 10:
             return rep  # the run learns: a larger LR could only add a hypothesis, not a verdict
         faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
         if learns_faster(rep, faster):
-            rep.findings.append(lr_off(rep, faster, log_loss()))
+            rep.findings.append(lr_off(rep, faster, log_loss(), log_val()))
             left = t - (time.monotonic() - began)
             if left >= 10:  # at an LR that learns, do the labels carry signal? (see weigh_by_labels)
                 seen["labels_at_lr"] = await probes.data_check(w, target, py, left, None, LR_PROBE_FACTOR)
