@@ -529,6 +529,33 @@ def test_one_probability_per_row_into_bce_with_logits_is_caught_once_the_copy_ha
     assert bool(hit) == caught, rep.text()
 
 
+def test_a_conditional_autoencoder_is_not_told_its_inputs_carry_no_information(workspace):
+    """Dev shapes_cvae_cyclical_beta: batches (x, one_hot(class)), the loss scores the reconstruction of x. The
+    class barely moves a reconstruction of x made from x, so randomising it 'changed nothing' (data_pipeline 0.7);
+    the model reads its own loss target, so the random-input test does not apply."""
+    spec = inline_target(workspace, """
+        import torch
+        from torch import nn
+
+        class CAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.dec = nn.Linear(16 + 4, 8), nn.Linear(8 + 4, 16)
+
+            def forward(self, x, c):
+                return self.dec(torch.cat([torch.relu(self.enc(torch.cat([x, c], 1))), c], 1))
+
+        def make_target():
+            torch.manual_seed(0)
+            x, c = torch.randn(64, 16), nn.functional.one_hot(torch.randint(0, 4, (64,)), 4).float()
+            return {"model": CAE(), "batch": (x, c),
+                    "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0], b[1]), b[0])}
+    """)
+    rep = run(lambda: P.init_loss_check(workspace, spec))
+    assert "autoencoder" in (rep.random_input_note or ""), rep.text()
+    assert not [f for f in rep.findings if f.failure_mode == "data_pipeline"], rep.text()
+
+
 def test_crash_messages_are_classified_alike_everywhere():
     from tools.failure_modes import crash_mode
 

@@ -73,6 +73,9 @@ def run(job):
     outs = []
     hook = model.register_forward_hook(lambda m, i, o: outs.append(
         next((t for _, t in T.flatten(o) if t.is_floating_point()), None)) if not outs else None)
+    fed = set()  # storage of the tensors the model's first call reads: is the loss target among them?
+    pre = model.register_forward_pre_hook(lambda m, args, kwargs: fed.update(
+        t.untyped_storage().data_ptr() for _, t in T.flatten((args, kwargs))) if not fed else None, with_kwargs=True)
     losses = []
     try:
         with torch.no_grad():
@@ -86,6 +89,7 @@ def run(job):
         raise UserCodeError("forward", e) from e
     finally:
         hook.remove()
+        pre.remove()
     out = outs[0].detach() if outs and outs[0] is not None else None
     ce_input = spy.input if spy.name in CE else None
     logits = ce_input if ce_input is not None else out
@@ -128,15 +132,19 @@ def run(job):
     if spy.input is not None and spy.input.is_floating_point() and spy.input.numel():
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
         report["loss_input"] = {"min": lo, "max": hi, "n": spy.input.numel()}
-    report["random_input"] = random_input_test(target, model, batches, spy, train_steps)
+    reconstructs = spy.target is not None and spy.target.untyped_storage().data_ptr() in fed
+    report["random_input"] = random_input_test(target, model, batches, spy, train_steps, reconstructs)
     return report
 
 
-def random_input_test(target, model, batches, spy, steps):
+def random_input_test(target, model, batches, spy, steps, reconstructs=False):
     """Train a copy briefly; compare its loss on the real inputs with its loss on random inputs."""
     label = T.label_slot(batches[0], spy)
     if label is None:
         return {"skipped": "could not tell the labels from the inputs in the batch"}
+    if reconstructs:  # a conditional autoencoder: the class it is given barely moves a reconstruction of x from x
+        return {"skipped": "the model reads the loss target itself (an autoencoder): randomising its other inputs "
+                           "(a condition) says nothing about what the inputs carry"}
     if not any(p != label for p, _ in T.flatten(batches[0])):
         return {"skipped": "the loss target is the input itself (an autoencoder): no separate input to randomise"}
     try:
