@@ -1355,6 +1355,7 @@ def prepare(cut):
     ("cnn_bn/arrow_signs_hflip_aug", "label_changing_augmentation"),
     ("autoencoder/spectra_vae_beta_lerp", "kl_weight_grows_past_its_end"),
     ("tabular/pump_maint_inner_join", "rows_moved_apart_from_labels"),
+    ("autoencoder/identicon_vae_pixel_logvar", "unbounded_decoder_variance"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1530,3 +1531,41 @@ def test_labels_taken_before_a_join_and_paired_with_its_rows_are_flagged(label, 
     code = JOINED.replace("LABEL_LINE", label or "pass").replace("FIXED_LINE", fixed or "pass")
     hits = hits_of(code, "rows_moved_apart_from_labels")
     assert [h.line for h in hits] == ([line_of(code, "pd.merge")] if fires else [])
+
+
+GAUSS_DECODER = """
+import torch
+from torch import nn
+
+class VAE(nn.Module):
+    def decode(self, z):
+        h = self.dec(z)
+        mean = torch.sigmoid(self.dec_mean(h))
+        logvar = HEAD
+        return mean, logvar
+
+    def encode(self, x):
+        h = self.enc(x)
+        logvar = self.enc_logvar(h)
+        return self.enc_mu(h), logvar
+
+def neg_elbo(model, x):
+    x_mean, x_logvar, mu, logvar = model(x)
+    nll = 0.5 * (x_logvar + (x - x_mean) ** 2 * torch.exp(-x_logvar))
+    return nll.sum(1).mean()
+"""
+
+
+@pytest.mark.parametrize("head,fires", [
+    ("self.dec_logvar(h)", True),
+    ("-6.0 + torch.nn.functional.softplus(self.dec_logvar(h) + 6.0)", False),  # the dev run's fix
+    ("self.dec_logvar(h).clamp(min=-6)", False),
+])
+def test_a_decoder_log_variance_straight_from_a_layer_is_flagged_in_a_gaussian_likelihood(head, fires):
+    """Dev identicon_vae_pixel_logvar: background pixels are reconstructed exactly, the decoder's log-variance runs
+    from -8 to -83 in 3 epochs and the loss is NaN from epoch 6. The encoder's log-variance sits in the KL: not it."""
+    code = GAUSS_DECODER.replace("HEAD", head)
+    assert [h.line for h in hits_of(code, "unbounded_decoder_variance")] == (
+        [line_of(code, "logvar = " + head.split("(")[0][:12])] if fires else [])
+    # no Gaussian likelihood scaled by exp(-logvar): a log-variance head alone is no finding
+    assert hits_of(code.replace("torch.exp(-x_logvar)", "1.0"), "unbounded_decoder_variance") == []

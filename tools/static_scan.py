@@ -83,6 +83,14 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "(a warm-up holds beta at its end value once reached: Bowman et al. 2016; Fu et al. 2019 for cycles)",
          "cap the ramp's fraction at 1: beta = start + (end - start) * min(1.0, step / warmup_steps)",
          "Do not lower the LR or shrink the latent size: the loss rises because the KL weight keeps rising; cap it"),
+    Rule("unbounded_decoder_variance", "nan_inf", 0.6,
+         "a Gaussian likelihood whose variance the decoder predicts as a raw layer output: where a value is "
+         "reconstructed exactly (a constant or quantised pixel) the likelihood grows without bound as that "
+         "variance goes to 0, so the log-variance runs off to -inf and exp(-logvar) overflows (Mattei & Frellsen "
+         "2018, the unbounded likelihood of Gaussian-decoder VAEs; Rybkin et al. 2021 bound or share it)",
+         "bound the decoder's log-variance: logvar = min_logvar + F.softplus(raw - min_logvar) (or .clamp(min=-6)), "
+         "or learn one shared variance, or fix it",
+         "Do not lower the LR or clip the gradients: they only slow the variance down on its way to 0; bound it"),
     Rule("label_statistic_in_features", "data_leakage", 0.6,
          "a statistic fitted on every row's label (validation rows included) feeds the input features: each row's "
          "feature carries its own label, so validation scores look better than the model is (target leakage)",
@@ -2614,6 +2622,61 @@ def rule_kl_weight_grows_past_its_end(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+# --- a Gaussian decoder whose variance is an unbounded layer output ------------------------------------
+
+LOG_VARIANCE = re.compile(r"log_?var|log_?sigma|log_?std|log_?scale", re.I)
+BOUNDS = {"clamp", "clip", "clamp_", "softplus", "sigmoid", "tanh", "hardtanh", "relu", "elu", "exp", "min", "max"}
+
+
+def _squared_residual(e: ast.AST) -> bool:
+    """(x - mean) ** 2, (x - mean).pow(2), (x - mean).square()."""
+    for n in ast.walk(e):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and isinstance(n.left, ast.BinOp) \
+                and isinstance(n.left.op, ast.Sub):
+            return True
+        if _method_call(n, "pow", "square") and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.BinOp) \
+                and isinstance(n.func.value.op, ast.Sub):
+            return True
+    return False
+
+
+def _scaled_by_variance(e: ast.AST) -> bool:
+    """residual * exp(-logvar), residual / exp(logvar), residual / logvar.exp(): a Gaussian NLL's data term."""
+    for n in ast.walk(e):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)):
+            for side, other in ((n.left, n.right), (n.right, n.left)):
+                if _squared_residual(side) and any(isinstance(c, ast.Call) and _name(c) == "exp" and
+                                                   LOG_VARIANCE.search(_src(c)) for c in ast.walk(other)):
+                    return True
+    return False
+
+
+def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
+    """logvar = self.dec_logvar(h) in decode(), and nll = 0.5 * (logvar + (x - mean) ** 2 * torch.exp(-logvar)):
+    the decoder's log-variance is a raw Linear output, so nothing stops it at a floor."""
+    if not any(_scaled_by_variance(n) for n in f.nodes if isinstance(n, ast.Assign | ast.Return | ast.AugAssign)):
+        return []
+    hits = []
+    for n in f.nodes:
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Name, ast.Attribute))
+                and LOG_VARIANCE.search(_src(n.targets[0]))):
+            continue
+        scope = f.scope_of.get(n)
+        owner = f.parent.get(scope) if scope is not None else None
+        where = " ".join([getattr(scope, "name", ""), getattr(owner, "name", "") if isinstance(owner, ast.ClassDef) else ""])
+        layer = n.value
+        # a decoder's own head: in decode()/a Decoder class, or a layer named for the decoder; the encoder's
+        # log-variance sits in the KL, which penalises a collapse, and in the reparameterisation
+        raw = (isinstance(layer, ast.Call) and isinstance(layer.func, ast.Attribute) and _src(layer.func).startswith("self.")
+               and not any(isinstance(c, ast.Call) and _name(c) in BOUNDS for c in ast.walk(layer)))
+        if raw and ("dec" in where.lower() or "dec" in _src(layer.func).lower()):
+            why = (f"`{f.seg(n).strip()}` is the decoder's log-variance straight from a layer, and the likelihood "
+                   "scales the squared residual by exp(-it): on values it reconstructs exactly it runs off to -inf "
+                   "until exp overflows")
+            hits.append((n, "unbounded_decoder_variance", {"why": why}))
+    return hits
+
+
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode,
@@ -2622,7 +2685,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
                   rule_rows_moved_apart_from_labels, rule_label_changing_augmentation,
-                  rule_kl_weight_grows_past_its_end]
+                  rule_kl_weight_grows_past_its_end, rule_unbounded_decoder_variance]
 
 
 # ---------------------------------------------------------------------------------------------
