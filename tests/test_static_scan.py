@@ -1356,6 +1356,7 @@ def prepare(cut):
     ("autoencoder/spectra_vae_beta_lerp", "kl_weight_grows_past_its_end"),
     ("tabular/pump_maint_inner_join", "rows_moved_apart_from_labels"),
     ("autoencoder/identicon_vae_pixel_logvar", "unbounded_decoder_variance"),
+    ("cnn_bn/sevenseg_hex_reader", "label_changing_augmentation"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1389,6 +1390,10 @@ train_set = Crops()
     ('["up", "down", "ring"]', "torch.flip(x, dims=[-1])", "", False),                 # up/down survive a mirror
     ('["blob", "ring", "square"]', "torch.rot90(x, 1, dims=(1, 2))", "", False),       # symmetric classes
     ('["left", "right"]', "torch.flip(x, dims=[-1])", "y = 1 - y", False),             # the label follows the image
+    # characters (dev sevenseg_hex_reader: a flip turns b into d, 2 into 5 on seven segments)
+    ('["0", "1", "2", "3", "A", "b", "C", "d"]', "torch.flip(x, dims=[-1])", "", True),
+    ('["1", "2", "3", "4"]', "torch.rot90(x, 2, dims=(1, 2))", "", True),  # no known pair: text is not invariant
+    ('["c", "o", "x", "l"]', "torch.flip(x, dims=[-1])", "y = MIRROR[y]", False),
 ])
 def test_an_augmentation_that_maps_one_class_onto_another(names, augment, remap, flagged):
     code = AUG.replace("NAMES", names).replace("AUGMENT", augment).replace("REMAP", remap)
@@ -1396,6 +1401,31 @@ def test_an_augmentation_that_maps_one_class_onto_another(names, augment, remap,
     assert bool(hits) == flagged, hits
     if flagged:
         assert hits[0].failure_mode == "data_pipeline" and hits[0].line == line_of(code, "x = torch.")
+
+
+def test_a_flip_whose_probability_defaults_to_zero_is_not_applied():
+    """Dev sevenseg_hex_reader's fix: RandomCropFlip(flip_p=0.0) by default, built as RandomCropFlip()."""
+    code = '''
+import random
+CLASSES = ("0", "1", "2", "3", "4", "5", "b", "d")
+
+class RandomCropFlip:
+    def __init__(self, pad=2, flip_p=P):
+        self.pad, self.flip_p = pad, flip_p
+        self.p = flip_p
+
+    def __call__(self, x):
+        if random.random() < self.p:
+            x = x.flip(-1)
+        return x
+
+train_tf = RandomCropFlip(BUILT)
+'''
+    def fired(p, built=""):
+        return bool(hits_of(code.replace("P", p).replace("BUILT", built), "label_changing_augmentation"))
+
+    assert fired("0.5") and not fired("0.0") and not fired("0")
+    assert fired("0.0", "flip_p=0.5") and fired("0.0", "2, 0.5")  # built with a probability: applied
 
 
 def test_a_transform_written_but_not_applied_and_a_synthesis_by_label_are_not_flagged():

@@ -2338,6 +2338,25 @@ AUG_WORDS = ("aug", "transform", "random", "flip", "jitter", "getitem")
 RANDOM_CALLS = set(RANDOM_DRAWS) | {"rand", "random", "uniform", "bernoulli", "randn", "rand_like"}
 
 
+# character classes a mirror or a rotation maps onto each other (in most fonts; a seven-segment 2 and 5 too)
+GLYPH_H = [("b", "d"), ("p", "q"), ("2", "5"), ("3", "E"), ("(", ")"), ("<", ">"), ("/", "\\")]
+GLYPH_V = [("b", "p"), ("d", "q"), ("M", "W"), ("n", "u"), ("6", "9"), ("A", "V")]
+GLYPH_R = [("6", "9"), ("b", "q"), ("d", "p"), ("n", "u"), ("M", "W"), ("N", "Z")]
+
+
+def _glyph_classes(f: ParsedFile) -> set[str]:
+    """CLASSES = ("0", "1", ..., "A", "b"): classes that are characters (at least 4, each one character long).
+    Text is not flip-invariant: a mirrored character is another one or none (Shorten & Khoshgoftaar 2019: flips
+    are not label-preserving on text recognition such as MNIST or SVHN)."""
+    for n in f.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.List, ast.Tuple)) and len(n.value.elts) >= 4 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) and len(e.value) == 1 for e in n.value.elts) \
+                and any(w in _src(t).lower() for t in n.targets for w in ("class", "label", "categor", "names",
+                                                                         "char", "vocab", "alphabet", "digit")):
+            return {e.value for e in n.value.elts}
+    return set()
+
+
 def _class_names(f: ParsedFile) -> set[str]:
     """Words of the class names: CLASSES = ["scratch_h", "scratch_v", ...] -> {"scratch", "h", "v", ...}."""
     words = set()
@@ -2392,10 +2411,40 @@ def _randomly_applied(f: ParsedFile, call: ast.Call) -> bool:
         node = f.parent[node]
         if isinstance(node, ast.If) and any(isinstance(c, ast.Call) and _name(c) in RANDOM_CALLS
                                             for c in ast.walk(node.test)):
-            return True
+            return _threshold(f, node.test) != 0
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and any(w in node.name.lower() for w in AUG_WORDS):
             return True
     return False
+
+
+def _threshold(f: ParsedFile, test: ast.AST) -> float | None:
+    """p in `random() < p` as written: a literal, or `self.p` set in __init__ from a parameter whose default is a
+    literal and that no instantiation of the class passes (RandomCropFlip(flip_p=0.0) never flips); None if unknown."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+        return None
+    p = test.comparators[0]
+    if isinstance(p, ast.Constant) and isinstance(p.value, (int, float)):
+        return float(p.value)
+    cls = next((c for c in _ancestors(f, test) if isinstance(c, ast.ClassDef)), None)
+    if cls is None or not (isinstance(p, ast.Attribute) and _src(p.value) == "self"):
+        return None
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+    source = next((n.value.id for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+                   and any(_src(t) == _src(p) for t in n.targets)), None) if init else None
+    args = init.args.args[1:] if init else []
+    defaults = dict(zip([a.arg for a in args][len(args) - len(init.args.defaults):], init.args.defaults)) if init else {}
+    default = defaults.get(source)
+    passed = any(isinstance(c, ast.Call) and _name(c) == cls.name and (
+        any(k.arg in (source, None) for k in c.keywords) or len(c.args) > [a.arg for a in args].index(source))
+        for c in f.nodes) if default is not None else True
+    return float(default.value) if not passed and isinstance(default, ast.Constant) and isinstance(
+        default.value, (int, float)) else None
+
+
+def _ancestors(f: ParsedFile, node: ast.AST) -> Iterator[ast.AST]:
+    while node in f.parent:
+        node = f.parent[node]
+        yield node
 
 
 def _label_reassigned(f: ParsedFile, call: ast.Call) -> bool:
@@ -2421,8 +2470,8 @@ def _definition_of(f: ParsedFile, node: ast.AST) -> ast.AST | None:
 def rule_label_changing_augmentation(f: ParsedFile) -> list[Hit]:
     """x = torch.flip(x, dims=[2]) at random in training, with CLASSES = ["up", "right", "down", "left"]: the flip
     turns a "left" image into a "right" one and keeps the label "left"."""
-    words = _class_names(f)
-    if not words:
+    words, glyphs = _class_names(f), _glyph_classes(f)
+    if not words and not glyphs:
         return []
     hits, seen = [], set()
     referenced = {n.id for n in f.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
@@ -2436,13 +2485,17 @@ def rule_label_changing_augmentation(f: ParsedFile) -> list[Hit]:
             continue  # a transform nobody applies, or one reported where it is applied (RandomHorizontalFlip(0.5))
         pairs = {"h": MIRROR_H, "v": MIRROR_V, "hv": MIRROR_H + MIRROR_V, "r": ROTATE}[axes]
         pair = next(((a, b) for a, b in pairs if a in words and b in words), None)
+        if pair is None and glyphs:
+            mapped = {"h": GLYPH_H, "v": GLYPH_V, "hv": GLYPH_H + GLYPH_V, "r": GLYPH_R}[axes]
+            pair = next(((a, b) for a, b in mapped if a in glyphs and b in glyphs), ("", ""))
         if pair is None or call.lineno in seen:
             continue
         seen.add(call.lineno)
         kind = {"h": "mirrors left-right", "v": "mirrors top-bottom", "hv": "mirrors", "r": "rotates"}[axes]
-        why = (f"`{f.seg(call)}` {kind} training images at random and keeps their label, while the classes name "
-               f"\"{pair[0]}\" and \"{pair[1]}\": the transform turns one into the other, so those images train "
-               "on the wrong label")
+        why = (f"`{f.seg(call)}` {kind} training images at random and keeps their label, while the classes "
+               + (f"name \"{pair[0]}\" and \"{pair[1]}\": the transform turns one into the other" if pair[0] else
+                  "are characters: a transformed character is another one or none")
+               + ", so those images train on the wrong label")
         hits.append((call, "label_changing_augmentation", {"why": why}))
     return hits
 
