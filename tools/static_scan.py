@@ -2283,7 +2283,8 @@ def _joined_from(n: ast.AST) -> str:
     if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
         return ""
     call = n.value
-    while isinstance(call, (ast.Call, ast.Attribute)) and not (isinstance(call, ast.Call) and JOINS.search(_name(call))):
+    while isinstance(call, (ast.Call, ast.Attribute)) and not (
+            isinstance(call, ast.Call) and JOINS.search(_name(call))):
         call = call.func if isinstance(call, ast.Call) else call.value
     if not isinstance(call, ast.Call):
         return ""
@@ -2432,10 +2433,11 @@ def _threshold(f: ParsedFile, test: ast.AST) -> float | None:
     source = next((n.value.id for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
                    and any(_src(t) == _src(p) for t in n.targets)), None) if init else None
     args = init.args.args[1:] if init else []
-    defaults = dict(zip([a.arg for a in args][len(args) - len(init.args.defaults):], init.args.defaults)) if init else {}
+    names = [a.arg for a in args]
+    defaults = dict(zip(names[len(names) - len(init.args.defaults):], init.args.defaults)) if init else {}
     default = defaults.get(source)
     passed = any(isinstance(c, ast.Call) and _name(c) == cls.name and (
-        any(k.arg in (source, None) for k in c.keywords) or len(c.args) > [a.arg for a in args].index(source))
+        any(k.arg in (source, None) for k in c.keywords) or len(c.args) > names.index(source))
         for c in f.nodes) if default is not None else True
     return float(default.value) if not passed and isinstance(default, ast.Constant) and isinstance(
         default.value, (int, float)) else None
@@ -2687,8 +2689,8 @@ def _squared_residual(e: ast.AST) -> bool:
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and isinstance(n.left, ast.BinOp) \
                 and isinstance(n.left.op, ast.Sub):
             return True
-        if _method_call(n, "pow", "square") and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.BinOp) \
-                and isinstance(n.func.value.op, ast.Sub):
+        if _method_call(n, "pow", "square") and isinstance(n.func, ast.Attribute) \
+                and isinstance(n.func.value, ast.BinOp) and isinstance(n.func.value.op, ast.Sub):
             return True
     return False
 
@@ -2711,16 +2713,18 @@ def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
         return []
     hits = []
     for n in f.nodes:
-        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Name, ast.Attribute))
-                and LOG_VARIANCE.search(_src(n.targets[0]))):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], (ast.Name, ast.Attribute)) and LOG_VARIANCE.search(_src(n.targets[0]))):
             continue
         scope = f.scope_of.get(n)
         owner = f.parent.get(scope) if scope is not None else None
-        where = " ".join([getattr(scope, "name", ""), getattr(owner, "name", "") if isinstance(owner, ast.ClassDef) else ""])
+        where = " ".join([getattr(scope, "name", ""),
+                          getattr(owner, "name", "") if isinstance(owner, ast.ClassDef) else ""])
         layer = n.value
         # a decoder's own head: in decode()/a Decoder class, or a layer named for the decoder; the encoder's
         # log-variance sits in the KL, which penalises a collapse, and in the reparameterisation
-        raw = (isinstance(layer, ast.Call) and isinstance(layer.func, ast.Attribute) and _src(layer.func).startswith("self.")
+        raw = (isinstance(layer, ast.Call) and isinstance(layer.func, ast.Attribute)
+               and _src(layer.func).startswith("self.")
                and not any(isinstance(c, ast.Call) and _name(c) in BOUNDS for c in ast.walk(layer)))
         if raw and ("dec" in where.lower() or "dec" in _src(layer.func).lower()):
             why = (f"`{f.seg(n).strip()}` is the decoder's log-variance straight from a layer, and the likelihood "
