@@ -235,3 +235,26 @@ def test_an_evaluate_that_leaves_eval_mode_on_is_named_at_the_first_step_it_affe
     f = rep.findings[0]
     assert f.failure_mode == "train_eval_mode" and f.confidence >= 0.9, rep.text()
     assert "optimizer step 6" in f.summary
+
+
+def test_an_inplace_relu_model_trained_with_a_loss_module_runs_under_the_nan_hooks(workspace):
+    """Dev sevenseg_hex_reader: conv-BN-ReLU(inplace=True) blocks and nn.CrossEntropyLoss() called as a module. The
+    global backward hook is kept off for a model with in-place modules; the loss module, a later root without one,
+    brought it back, and the script 'crashed' on its second step inside our own hook (a false `exception`)."""
+    write(workspace, "inplace.py", """
+        import torch
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+        criterion = nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(6):
+            x, y = torch.randn(16, 1, 12, 12), torch.randint(0, 4, (16,))
+            opt.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            opt.step()
+    """)
+    rep = run(lambda: P.nan_hook_run(workspace, command=["python", "inplace.py"], max_steps=5, timeout_s=120))
+    assert not rep.error and rep.steps_run == 5 and not rep.findings, rep.text()

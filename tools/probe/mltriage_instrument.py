@@ -258,10 +258,11 @@ class _State:
     def _maybe_backward_hook(self, root):
         """The global full backward hook breaks modules that modify their input in place (ReLU(inplace=True))."""
         inplace = any(getattr(x, "inplace", False) for x in root.modules())
+        if inplace:  # once seen, never again: a later root (the loss module) must not bring the hook back
+            self.no_bwd = True
         if inplace and self.bwd_hook is not None:
             self.bwd_hook.remove()
             self.bwd_hook = None
-            self.no_bwd = True
         if not inplace and self.bwd_hook is None and not getattr(self, "no_bwd", False):
             from torch.nn.modules import module as mm
             self.bwd_hook = mm.register_module_full_backward_hook(self._bwd)
