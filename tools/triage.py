@@ -470,11 +470,15 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
         evidence.append(Evidence(what=f"lowest logged {log_loss.name}", value=_fmt(log_loss.min), source="log_metrics"))
     fix = (f"Raise the LR toward {slow.lr * 10:.3g}-{other.lr:.3g}" if mode == "lr_too_low" else
            f"Lower the LR toward {other.lr:.3g} (or warm it up)") + " and place it with lr_range_test"
-    said = (f", and the run's loss barely fell, but its {log_val.name if at_limit else ''} improved and then levelled "
-            "off (a too-small LR keeps improving to the end): the run may have got what the data allows, so this is "
-            "a hypothesis" if at_limit else ", and the run's loss barely fell" if run_stalled else
-            ", and one batch stalls at this LR about where the whole run's loss sits: the LR sets the floor"
-            if floor else "; the log does not show a stalled run, so this is a hypothesis")
+    if at_limit:
+        said = (f", and the run's loss barely fell, but its {log_val.name} improved and then levelled off (a too-small "
+                "LR keeps improving to the end): the run may have got what the data allows, so this is a hypothesis")
+    elif run_stalled:
+        said = ", and the run's loss barely fell"
+    elif floor:
+        said = ", and one batch stalls at this LR about where the whole run's loss sits: the LR sets the floor"
+    else:
+        said = "; the log does not show a stalled run, so this is a hypothesis"
     first_b, last_b = slow.initial_loss, slow.final_loss
     measured = ({"one_batch_steps": slow.steps_run, "one_batch_ratio": last_b / first_b}
                 if is_finite(first_b) and is_finite(last_b) and first_b > 0 and last_b >= 0 and slow.steps_run else {})

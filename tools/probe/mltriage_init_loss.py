@@ -73,9 +73,11 @@ def run(job):
     outs = []
     hook = model.register_forward_hook(lambda m, i, o: outs.append(
         next((t for _, t in T.flatten(o) if t.is_floating_point()), None)) if not outs else None)
-    fed = set()  # storage of the tensors the model's first call reads: is the loss target among them?
+    # where the tensors the model's first call reads start in memory: is the loss target one of them (or a view
+    # of one from its start)? data_ptr counts the offset, so the shifted targets of an LM are not
+    fed = set()
     pre = model.register_forward_pre_hook(lambda m, args, kwargs: fed.update(
-        t.untyped_storage().data_ptr() for _, t in T.flatten((args, kwargs))) if not fed else None, with_kwargs=True)
+        t.data_ptr() for _, t in T.flatten((args, kwargs))) if not fed else None, with_kwargs=True)
     losses = []
     try:
         with torch.no_grad():
@@ -132,7 +134,7 @@ def run(job):
     if spy.input is not None and spy.input.is_floating_point() and spy.input.numel():
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
         report["loss_input"] = {"min": lo, "max": hi, "n": spy.input.numel()}
-    reconstructs = spy.target is not None and spy.target.untyped_storage().data_ptr() in fed
+    reconstructs = spy.target is not None and spy.target.data_ptr() in fed
     report["random_input"] = random_input_test(target, model, batches, spy, train_steps, reconstructs)
     return report
 
