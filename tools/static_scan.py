@@ -2432,8 +2432,7 @@ def _threshold(f: ParsedFile, test: ast.AST) -> float | None:
     init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
     source = next((n.value.id for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
                    and any(_src(t) == _src(p) for t in n.targets)), None) if init else None
-    args = init.args.args[1:] if init else []
-    names = [a.arg for a in args]
+    names = [a.arg for a in init.args.args[1:]] if init else []
     defaults = dict(zip(names[len(names) - len(init.args.defaults):], init.args.defaults)) if init else {}
     default = defaults.get(source)
     passed = any(isinstance(c, ast.Call) and _name(c) == cls.name and (
@@ -2622,7 +2621,7 @@ CAPS = {"min", "max", "clamp", "clip", "clamp_", "clip_", "minimum", "maximum"}
 
 def _ramp_divisions(f: ParsedFile, e: ast.AST, depth: int = 2) -> list[ast.BinOp]:
     """The divisions `step / n` a value is a linear function of (through names assigned in its function), or []
-    when it is capped anywhere on the way (min, clamp, clip) or is not built by +, -, * from them."""
+    when it is not built from them by +, -, * alone (min(1.0, step / n) is a call: capped)."""
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
         return [e]
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult)):
