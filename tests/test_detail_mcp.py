@@ -49,7 +49,7 @@ async def _schemas(c) -> dict:
 
 def test_grad_norm_snapshot_summary_is_small_and_full_goes_to_new_files(workspace, no_stray_processes):
     shutil.copytree(LM, workspace, dirs_exist_ok=True)
-    args = {"command": ["python", "train.py", "--max_iters=30"], "steps": 30}
+    args = {"command": ["python", "train.py", "--max_iters=12"], "steps": 12}  # > SERIES_MAX: summarised
 
     async def body():
         async with stdio_client(workspace) as c:
@@ -66,13 +66,13 @@ def test_grad_norm_snapshot_summary_is_small_and_full_goes_to_new_files(workspac
     assert _size(summary) <= 4000, _size(summary)
     assert _digits_ok(s)
     assert len(s["params"]) <= 6 and "params" in s["omitted"]  # 15 parameters: the top 6 shown, the cut named
-    assert s["summarised"]["grad_norm_history"]["n"] == 30 and s["grad_norm_history"] == []
+    assert s["summarised"]["grad_norm_history"]["n"] == 12 and s["grad_norm_history"] == []
     assert "full_data" not in s
     # full: too large to send inline, so the whole report is a new file and the reply says where
     paths = [r.structured_content["full_data"] for r in (full, again)]
     assert paths[0] != paths[1] and all(p.startswith(".mltriage/reports/") for p in paths)
     first = json.loads((workspace / paths[0]).read_text())
-    assert len(first["params"]) == 15 and len(first["grad_norm_history"]) == 30
+    assert len(first["params"]) == 15 and len(first["grad_norm_history"]) == 12
     assert first["grad_norm_history"][0] != round(first["grad_norm_history"][0], 4)  # full precision
     assert any(getattr(b, "type", "") == "resource_link" and b.uri.endswith(paths[0]) for b in full.content)
     assert paths[0] in text_of(full)
