@@ -83,7 +83,7 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
                                            [ws / "train.py"], sys.executable, budget))
         modes = [f.failure_mode for f in rep.findings]
         # what the agent receives by default (detail='summary'), as sent: the text plus compact JSON
-        shaped = compact.summary(rep)
+        shaped = compact.fitted_summary(rep, rep.summary_text())
         reply = len(rep.summary_text()) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False))
         same = [(f["failure_mode"], f["confidence"]) for f in shaped["findings"]] == [
             (f.failure_mode, compact.round_sig(f.confidence)) for f in rep.findings]

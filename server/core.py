@@ -118,7 +118,8 @@ def reply(report: Report, images: list[bytes] | None = None) -> CallToolResult:
     """
     name, detail, links_ok = _CALL.get()
     if detail == "summary":
-        text, structured, links = report.summary_text(), compact.summary(report), []
+        text, links = report.summary_text(), []
+        structured = compact.fitted_summary(report, text)
     else:
         structured = report.model_dump(mode="json", exclude=set(compact.BOOKKEEPING))
         text, links = report.text(), []

@@ -137,3 +137,36 @@ def test_triage_text_names_remote_hypotheses_on_one_line():
     assert "Also seen (60%): dead_units — constant output" in text  # >= 0.5 below the top two: still a line
     assert "Less likely: frozen_params 30% at stem.0 (+2), bad_init 20%" in text
     assert "saturated" not in text  # a remote hypothesis' reason is in the structured findings
+
+
+def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid():
+    """Text + compact JSON of the default reply stay within 4,000 characters: remote hypotheses are cut to what
+    they are (80 characters, then mode, confidence and place) and the close second keeps 2 facts."""
+    import json
+
+    from tools.compact import REPLY_BUDGET, fitted_summary
+    from tools.triage import TriageReport
+
+    def finding(mode, conf, n=3):
+        return Finding(failure_mode=mode, confidence=conf, location="train.py:12",
+                       summary=f"{mode}: " + "a long reason measured by a probe, " * 6, fix="do x " * 12,
+                       evidence=[Evidence(what=f"{mode} fact {i} " + "w" * 60, value="v" * 90, source="probe")
+                                 for i in range(n)])
+
+    rep = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[], findings=[
+        finding("data_pipeline", 0.8), finding("lr_too_low", 0.6), finding("nan_inf", 0.3), finding("bad_init", 0.2),
+        finding("frozen_params", 0.2), finding("dead_units", 0.2)])
+    text = rep.summary_text()
+
+    def size(s):
+        return len(text) + len(json.dumps(s, separators=(",", ":"), ensure_ascii=False))
+
+    assert size(summary(rep)) > REPLY_BUDGET
+    fitted = fitted_summary(rep, text)
+    assert size(fitted) <= REPLY_BUDGET, size(fitted)
+    TriageReport.model_validate(fitted)
+    top, second = fitted["findings"][:2]
+    assert len(top["evidence"]) == 3 and len(second["evidence"]) == 2
+    assert [f["failure_mode"] for f in fitted["findings"]] == [f.failure_mode for f in rep.findings]  # none dropped
+    small = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[], findings=[finding("nan_inf", 0.9, 1)])
+    assert fitted_summary(small, small.summary_text()) == summary(small)  # within budget: nothing more is cut

@@ -217,11 +217,12 @@ def prune_empty(full: dict, lean: dict) -> dict:
             if k in lean or not any(v is e or (v == e and type(v) is type(e)) for e in empty)}
 
 
-def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
+def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) -> None:
     """At most EVIDENCE_MAX facts and the fix for the top finding and for a second one that contends with it
     (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
     hypotheses: the summary says what they are); only the top finding keeps its avoid. The rest is in
-    detail='full'."""
+    detail='full'. `tight` (a reply over budget): 1 keeps 80 characters of a remote summary and 2 facts for the
+    close second, 2 keeps a remote hypothesis's mode, confidence and place only."""
     order = sorted(range(len(findings)), key=lambda i: -findings[i].get("confidence", 0))
     top = findings[order[0]].get("confidence", 0) if order else 0
     cut = False
@@ -229,7 +230,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
         f = findings[i]
         conf = f.get("confidence", 0)
         shown = rank == 0 or (rank == 1 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
-        cap = EVIDENCE_MAX if shown else 0
+        cap = (EVIDENCE_MAX if rank == 0 or not tight else 2) if shown else 0
         if len(f.get("evidence", [])) > cap:
             f["evidence"], cut = f["evidence"][:cap], True
         if "evidence" in f and not f["evidence"]:  # the schema's default: an empty list says nothing
@@ -240,8 +241,9 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str]) -> None:
                 cut = True
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
-        if not shown and len(f.get("summary", "")) > REMOTE_SUMMARY_MAX:  # what it is, not every reason
-            f["summary"], cut = f["summary"][:REMOTE_SUMMARY_MAX].rsplit(" ", 1)[0] + " [...]", True
+        keep = (REMOTE_SUMMARY_MAX, 80, 0)[min(tight, 2)]
+        if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
+            f["summary"], cut = (f["summary"][:keep].rsplit(" ", 1)[0] + " [...]") if keep else "", True
     if cut:  # one note for the rule, not one per finding
         omitted["findings"] = (f"others: summary ({REMOTE_SUMMARY_MAX} chars); top and close second: {EVIDENCE_MAX} "
                                "facts+fix (avoid: top)")
@@ -270,7 +272,20 @@ def dedupe_evidence(findings: list[dict]) -> None:
         findings[i]["evidence"] = kept
 
 
-def summary(report: BaseModel) -> dict:
+REPLY_BUDGET = 4000  # characters of text + compact JSON an agent pays for one default reply (issue 15)
+
+
+def fitted_summary(report: BaseModel, text: str) -> dict:
+    """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
+    or nothing more can go."""
+    for tight in range(3):
+        shaped = summary(report, tight)
+        if len(text) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False)) <= REPLY_BUDGET:
+            break
+    return shaped
+
+
+def summary(report: BaseModel, tight: int = 0) -> dict:
     """The report's structured content in detail='summary' (see the module docstring)."""
     full = report.model_dump(mode="json")
     lean = report.model_dump(mode="json", exclude_defaults=True)
@@ -297,7 +312,7 @@ def summary(report: BaseModel) -> dict:
     capped: dict[str, str] = {}
     if data.get("findings"):
         dedupe_evidence(data["findings"])
-        cap_evidence(data["findings"], capped)
+        cap_evidence(data["findings"], capped, tight)
     mentioned = " ".join(" ".join(filter(None, [f.get("location"), f.get("summary"),
                                                 " ".join(str(e.get("what", "")) for e in f.get("evidence", []))]))
                          for f in full.get("findings", []))
