@@ -497,3 +497,26 @@ def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients
     assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=True, modules=rnn))[0] is lr
     assert weigh_by_recurrence([lr, nan, ex], SimpleNamespace(clipped=False, modules=rnn[1:]))[0] is lr
     assert weigh_by_recurrence([lr, nan, ex], None)[0] is lr
+
+
+def test_a_loss_fed_probabilities_explains_an_lr_that_reads_too_low():
+    """Dev weld_defect_proba_head: a sigmoid head into binary_cross_entropy_with_logits (loss_function 0.97). The
+    one-batch test crawls (28% of the loss gone) and an lr_too_low hedge reached 0.62 with a 'confirm lr_too_low'
+    next step: a squashed gradient is slow at any LR, so the hedge is the loss's symptom."""
+    from tools.triage import suggest_next, weigh_by_loss_input
+
+    loss = Finding(failure_mode="loss_function", confidence=0.97, summary="BCE with logits receives probabilities",
+                   facts={"probabilities_into_loss": True})
+    lr = Finding(failure_mode="lr_too_low", confidence=0.62, summary="the loss fell only 0.2845 of the way on a batch")
+    weighed = weigh_by_loss_input([loss, lr])
+    assert [(f.failure_mode, f.confidence) for f in weighed] == [("loss_function", 0.97), ("lr_too_low", 0.45)]
+    assert "gradient is squashed" in weighed[1].summary
+    assert "lr_range_test" not in [n.tool for n in suggest_next(weighed, "train.py:make_target", None)]
+    # the static rule names it too; a loss_function finding of another kind, or one that is not on top, does not
+    static = loss.model_copy(update={"facts": {}, "evidence": [
+        Evidence(what="rule", value="sigmoid_into_bce_with_logits", source="static_scan")]})
+    assert weigh_by_loss_input([static, lr])[1].confidence == 0.45
+    other = loss.model_copy(update={"facts": {}})
+    assert weigh_by_loss_input([other, lr]) == [other, lr]
+    assert weigh_by_loss_input([loss.model_copy(update={"confidence": 0.5}), lr.model_copy(
+        update={"confidence": 0.75})])[1].confidence == 0.75

@@ -770,7 +770,8 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                            summary="cross_entropy is given probabilities (rows in [0,1] summing to 1), not logits: a double softmax",
                            evidence=ev + ([Evidence(what="double-softmax loss floor ln(1+(C-1)/e)", value=floor, source=src)]
                                           if floor else []),
-                           fix="Remove the softmax at the end of the model; F.cross_entropy / nn.CrossEntropyLoss apply log_softmax themselves"))
+                           fix="Remove the softmax at the end of the model; F.cross_entropy / nn.CrossEntropyLoss apply log_softmax themselves",
+                           facts={"probabilities_into_loss": True}))
     if not out:
         if rep.outcome == "flat":
             out.append(Finding(failure_mode="lr_too_low", confidence=0.4,
@@ -891,6 +892,7 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
         if rep.output_is_probability:
             rep.findings.append(Finding(failure_mode="loss_function", confidence=0.7,
                                         summary="the loss is fed probabilities, not logits", evidence=ev,
+                                        facts={"probabilities_into_loss": True},
                                         fix="Give the loss the raw logits (no softmax/sigmoid before cross_entropy)"))
         else:
             rep.findings.append(Finding(
@@ -915,6 +917,7 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             and not any(f.failure_mode == "loss_function" for f in rep.findings):
         rep.findings.append(Finding(failure_mode="loss_function", confidence=0.8,
                                     summary="cross_entropy receives probabilities (rows sum to 1): a double softmax",
+                                    facts={"probabilities_into_loss": True},
                                     evidence=ev, fix="Remove the final softmax; cross_entropy applies log_softmax itself"))
     li = raw.get("loss_input") or {}
     shape = (raw.get("loss_shapes") or [[]])[0]
@@ -930,7 +933,8 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                     f"over {li['n']}): they are probabilities, and the loss applies its sigmoid a second time",
             evidence=[Evidence(what="loss input min..max", value=f"{_fmt(li['min'])}..{_fmt(li['max'])}", source=src)],
             fix="Feed the raw logits (remove the final sigmoid / nn.Sigmoid) and apply torch.sigmoid only for predictions",
-            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss"))
+            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss",
+            facts={"probabilities_into_loss": True}))
     tr = ri.get("loss_input_trained") or {}
     # one logit per row may sit in [0, 1] at init; trained on rows labelled 0 it goes below 0, a probability cannot
     if rep.loss_kind == "binary_cross_entropy_with_logits" and tr.get("n", 0) >= 16 and ri.get("steps", 0) >= 20 \
@@ -948,7 +952,8 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                       Evidence(what=f"after {ri['steps']} steps", value=f"{_fmt(tr['min'])}..{_fmt(tr['max'])}",
                                source=src)],
             fix="Feed the raw logits (remove the final sigmoid / nn.Sigmoid) and apply torch.sigmoid only for predictions",
-            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss"))
+            avoid="Do not switch to BCELoss on top of a clamp: keep the logits and the fused, stable loss",
+            facts={"probabilities_into_loss": True}))
     if rep.loss_kind == "nll_loss" and li.get("n", 0) >= 16 and is_finite(li.get("max")) and li["max"] > 1e-3:
         rep.findings.append(Finding(
             failure_mode="loss_function", confidence=0.8,

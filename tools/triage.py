@@ -557,6 +557,27 @@ def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
     return out
 
 
+# static rules that say the loss is fed probabilities where it expects logits
+PROBABILITIES_INTO_LOSS = {"sigmoid_into_bce_with_logits", "softmax_into_cross_entropy", "softmax_into_nll_loss"}
+
+
+def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
+    """A loss fed probabilities where it expects logits (a sigmoid before BCEWithLogits, a softmax before
+    cross-entropy) squashes its gradient: the model learns slowly at any LR, so while that is the top finding an
+    LR reading that says "too low" (a one-batch test that crawls, small updates) is its symptom, not a second
+    cause. Fix the loss, then triage again."""
+    top = max(findings, key=lambda f: f.confidence, default=None)
+    if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT or not (
+            top.facts.get("probabilities_into_loss")
+            or any(e.what == "rule" and e.value in PROBABILITIES_INTO_LOSS for e in top.evidence)):
+        return findings
+    return [f.model_copy(update={
+        "confidence": min(f.confidence, VERDICT - 0.05),
+        "summary": f"{f.summary} (but a loss fed probabilities learns slowly at any LR: its gradient is squashed)",
+        "facts": {**f.facts, "explained_by": top.failure_mode}}) if f.failure_mode == "lr_too_low" else f
+        for f in findings]
+
+
 def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
     """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
     test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
@@ -975,10 +996,10 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_recurrence(weigh_by_labels(weigh_by_log(
+                          weigh=lambda fs: weigh_by_loss_input(weigh_by_recurrence(weigh_by_labels(weigh_by_log(
                               weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
                               seen.get("nan_hook_run:script")),
-                              seen.get("labels_at_lr")), seen.get("grad_norm_snapshot:script")))
+                              seen.get("labels_at_lr")), seen.get("grad_norm_snapshot:script"))))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")
