@@ -2619,6 +2619,13 @@ STEP_NAME = re.compile(r"^(global_)?(step|steps|it|iter|iters|iteration|epoch|ep
 CAPS = {"min", "max", "clamp", "clip", "clamp_", "clip_", "minimum", "maximum"}
 
 
+def _enclosing_names(f: ParsedFile, n: ast.AST) -> str:
+    """'__call__ LinearBetaSchedule' for a node in a method: its function's name and its class's, if any."""
+    scope = f.scope_of.get(n)
+    owner = f.parent.get(scope) if scope is not None else None
+    return " ".join([getattr(scope, "name", ""), getattr(owner, "name", "") if isinstance(owner, ast.ClassDef) else ""])
+
+
 def _ramp_divisions(f: ParsedFile, e: ast.AST, depth: int = 2) -> list[ast.BinOp]:
     """The divisions `step / n` a value is a linear function of (through names assigned in its function), or []
     when it is not built from them by +, -, * alone (min(1.0, step / n) is a call: capped)."""
@@ -2650,10 +2657,7 @@ def rule_kl_weight_grows_past_its_end(f: ParsedFile) -> list[Hit]:
     hits = []
     for n in f.nodes:
         if isinstance(n, ast.Return) and n.value is not None:
-            scope = f.scope_of.get(n)
-            owner = f.parent.get(scope) if scope is not None else None
-            named = " ".join([getattr(scope, "name", ""), getattr(owner, "name", "") if isinstance(owner, ast.ClassDef)
-                              else ""])
+            scope, named = f.scope_of.get(n), _enclosing_names(f, n)
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Name, ast.Attribute)):
             scope, named = f.scope_of.get(n), _src(n.targets[0])
         else:
@@ -2715,10 +2719,7 @@ def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
         if not (isinstance(n, ast.Assign) and len(n.targets) == 1
                 and isinstance(n.targets[0], (ast.Name, ast.Attribute)) and LOG_VARIANCE.search(_src(n.targets[0]))):
             continue
-        scope = f.scope_of.get(n)
-        owner = f.parent.get(scope) if scope is not None else None
-        where = " ".join([getattr(scope, "name", ""),
-                          getattr(owner, "name", "") if isinstance(owner, ast.ClassDef) else ""])
+        where = _enclosing_names(f, n)
         layer = n.value
         # a decoder's own head: in decode()/a Decoder class, or a layer named for the decoder; the encoder's
         # log-variance sits in the KL, which penalises a collapse, and in the reparameterisation

@@ -571,11 +571,16 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
             top.facts.get("probabilities_into_loss")
             or any(e.what == "rule" and e.value in PROBABILITIES_INTO_LOSS for e in top.evidence)):
         return findings
-    return [f.model_copy(update={
-        "confidence": min(f.confidence, VERDICT - 0.05),
-        "summary": f"{f.summary} (but a loss fed probabilities learns slowly at any LR: its gradient is squashed)",
-        "facts": {**f.facts, "explained_by": top.failure_mode}}) if f.failure_mode == "lr_too_low" else f
-        for f in findings]
+    return [explained(f, top, "a loss fed probabilities learns slowly at any LR: its gradient is squashed")
+            if f.failure_mode == "lr_too_low" else f for f in findings]
+
+
+def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
+    """A finding the cause's bug shows too: a hypothesis below VERDICT that says why, with no next step of its own
+    (suggest_next skips what the top finding explains)."""
+    return symptom.model_copy(update={"confidence": min(symptom.confidence, VERDICT - 0.05),
+                                      "summary": f"{symptom.summary} (but {why})",
+                                      "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
 def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
@@ -655,9 +660,7 @@ def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, measu
         if f is no_signal:
             f = f.model_copy(update=cause)
         elif why is not None:
-            f = f.model_copy(update={"confidence": min(f.confidence, VERDICT - 0.05),
-                                     "summary": f"{f.summary} (but {why})",
-                                     "facts": {**f.facts, "explained_by": no_signal.failure_mode}})
+            f = explained(f, no_signal, why)
         out.append(f)
     return out
 
