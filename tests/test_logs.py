@@ -647,6 +647,19 @@ def test_shape_train_val_divergence_is_overfitting(tmp_path):
     r = log_metrics(p)
     assert r.shape == "train_val_divergence" and r.val_series == "val_loss"
     assert [f.failure_mode for f in r.findings] == ["overfitting"]
+    # validation fell from 1.49 to 1.0 before it turned: it learnt something first
+    assert 0.3 < r.findings[0].facts["val_fell"] < 0.35
+
+
+def test_validation_that_rises_from_its_first_point_never_learnt(tmp_path):
+    """Dev qc_pivot_date_sorted_labels (labels in another order than the pivoted rows): val_loss 0.69 -> 0.84 from
+    the first epoch while train falls; the overfitting finding says validation never fell (weigh_by_labels reads it)."""
+    p = tmp_path / "tv.log"
+    with open(p, "w") as f:
+        for e in range(40):
+            f.write(f"epoch {e} train_loss={0.69 - 0.004 * e:.4f} val_loss={0.69 + 0.004 * e:.4f}\n")
+    [f] = log_metrics(p).findings
+    assert f.failure_mode == "overfitting" and f.facts["val_fell"] < 0.01
 
 
 def test_plot_returns_a_png_with_lr_axis(tmp_path):

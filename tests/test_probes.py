@@ -3,6 +3,7 @@
 Each probe must find the bug it is meant for, name where it is, and stay quiet on the healthy runs.
 """
 
+import math
 import functools
 import textwrap
 
@@ -305,6 +306,54 @@ def test_batchnorm_left_in_eval_mode_explains_a_high_initial_loss(workspace):
     assert rep.verdict == "too_high", rep.text()
     assert modes(rep) == {"train_eval_mode"}, rep.text()
     assert rep.model_training is False and any("BatchNorm1d" in m for m in rep.eval_mode_modules)
+
+
+HAND_WRITTEN = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class CVAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec = nn.Linear(24 + 5, 2 * 4), nn.Linear(4 + 5, 24)
+
+        def forward(self, x, c):
+            c = F.one_hot(c, 5).float()
+            mu, logvar = self.enc(torch.cat([x, c], 1)).chunk(2, 1)
+            z = mu + torch.randn_like(mu) * (0.5 * logvar).exp()
+            return self.dec(torch.cat([z, c], 1)), mu, logvar
+
+    def cvae_loss(m, b):
+        recon, mu, logvar = m(b[0], b[1])
+        kl = -0.5 * (1 + logvar - mu ** 2 - logvar.exp()).sum(1).mean()
+        return ((recon - b[0]) ** 2).sum(1).mean() + 0.1 * kl
+
+    def ce_by_hand(m, b):
+        return -m(b[0]).log_softmax(1).gather(1, b[1][:, None]).mean()
+
+    def make_target():
+        torch.manual_seed(0)
+        x, c = torch.randn(128, 24) * 2, torch.randint(0, 5, (128,))
+        if KIND == "cvae":
+            return {"model": CVAE(), "data": list(zip(x.split(32), c.split(32))), "loss_fn": cvae_loss,
+                    "num_classes": 5}
+        return {"model": nn.Linear(24, 5), "data": list(zip(x.split(32), c.split(32))), "loss_fn": ce_by_hand,
+                "num_classes": 5}
+"""
+
+
+@pytest.mark.parametrize("kind", ["cvae", "classifier"])
+def test_num_classes_sets_the_chance_loss_only_for_an_output_of_one_logit_per_class(workspace, kind):
+    """A conditional VAE's make_target names its condition's classes (num_classes=5) beside a hand-written
+    reconstruction + KL loss: ln(5) is no chance value for it (a dev-style CVAE at init scores ~100 and was called
+    bad_init 'x times chance'). A hand-written cross-entropy over 5 logits keeps ln(5)."""
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, f'    KIND = "{kind}"\n' + HAND_WRITTEN)))
+    assert math.isfinite(rep.loss) and "exception" not in modes(rep), rep.text()
+    if kind == "cvae":
+        assert rep.expected is None and "bad_init" not in modes(rep), rep.text()
+    else:
+        assert rep.expected == pytest.approx(math.log(5)) and rep.verdict == "ok", rep.text()
 
 
 def test_a_frozen_backbone_kept_in_eval_mode_on_purpose_is_not_flagged(workspace):

@@ -310,6 +310,47 @@ def test_validation_that_learnt_and_levelled_off_makes_a_stalled_run_the_datas_l
         assert lr_off(slow, faster, _loss(0.680, 0.575), still).confidence == 0.75
 
 
+def test_a_run_whose_lr_learns_one_batch_and_its_validation_is_no_too_low_lr_verdict():
+    """Dev healthy_review_thaw: a fine-tune at AdamW 5e-5 (frozen backbone for an epoch), loss 0.743 -> 0.610
+    (fell little), eval_loss 0.672 -> 0.572 and still improving; one batch loses 72% of its loss in 200 steps at the
+    run's LR, 94% at 30x. The LR learns: a larger one learning faster is a hypothesis. The too-small-LR dev runs
+    lose 8-42% of one batch at their LR (pump_vibration_probe_bert_lr, helpdesk_head_lr_scaled,
+    frozen_backbone_tiny_lr, recipe_region_head_lr_div) and keep their verdict."""
+    from types import SimpleNamespace
+
+    from tools.triage import lr_off
+
+    val = SimpleNamespace(name="eval_loss", first=0.672, min=0.572, last=0.572, trend="decreasing", count=4)
+    slow, faster = _overfit(5e-5, "slow", 0.806, 0.227), _overfit(1.5e-3, "passed", 0.806, 0.0499)
+    hedge = lr_off(slow, faster, _loss(0.743, 0.610), val)
+    assert hedge.failure_mode == "lr_too_low" and hedge.confidence < 0.5
+    assert "learns at its LR" in hedge.summary and any(e.what.startswith("logged eval_loss") for e in hedge.evidence)
+    crawl = _overfit(5e-5, "slow", 0.806, 0.467)  # 42% gone: recipe_region_head_lr_div's share
+    flat = SimpleNamespace(name="eval_loss", first=0.709, min=0.705, last=0.709, trend="flat", count=4)
+    for s, v in ((crawl, val), (slow, flat), (slow, None)):
+        assert lr_off(s, faster, _loss(0.743, 0.610), v).confidence == 0.75
+
+
+def test_real_labels_that_beat_permuted_ones_at_30x_clear_the_data():
+    """Dev healthy_review_thaw: at the run's LR the copy fits nothing and real labels generalise no better than
+    permuted (0.711 vs 0.710, merged with the random-input symptom to 0.90); at 30x real labels reach 0.657, 9%
+    under init (0.720) and far under permuted (0.837): the labels carry signal, the symptom was the LR's."""
+    from types import SimpleNamespace
+
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import weigh_by_labels
+
+    labels = Finding(failure_mode="data_pipeline", confidence=0.9,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True, "fits_batches": False})
+    at_lr = SimpleNamespace(held_out_loss_real_labels=0.657, held_out_loss_permuted_labels=0.837,
+                            held_out_loss_at_init=0.720, train_loss_real_labels=[0.791, 0.027])
+    [weighed] = weigh_by_labels([labels], at_lr)
+    assert weighed.confidence < 0.5 and "the LR, not the labels" in weighed.summary
+    near = SimpleNamespace(**{**vars(at_lr), "held_out_loss_real_labels": 0.70})  # 3% under init: not enough
+    assert weigh_by_labels([labels], near)[0].confidence == 0.9
+
+
 def test_a_run_at_the_floor_one_batch_stalls_at_is_the_second_signal_for_a_too_high_lr():
     """Dev runs gpt_accum_adamw_lr3e2 and sql_char_lm_adam_lr_3e2: AdamW at 3e-2 learns, then creeps along at
     ~1.0; one batch at that LR stalls at 1.02 while a tenth of it memorises the batch. At a workable LR one
@@ -471,6 +512,46 @@ def test_code_that_pairs_rows_with_other_rows_labels_explains_a_slow_one_batch_t
     assert [(f.failure_mode, f.confidence) for f in weighed] == [("data_pipeline", 0.75), ("overfitting", 0.45)]
     assert "memorising labels" in weighed[1].summary
     assert [f.confidence for f in weigh_by_labels([curve, other], None)] == [0.7, 0.6]
+
+
+def test_validation_that_never_learnt_with_labels_that_carry_no_signal_is_the_labels_not_overfitting():
+    """Dev run qc_pivot_date_sorted_labels: a pivot keeps rows in first-seen order, the labels come sorted by
+    another date. The log reads as overfitting (0.7: val_loss rises from the first epoch while train falls);
+    data_check at the run's LR fits its batches and real labels generalise no better than permuted (0.65). A model
+    that never generalised while memorising is the labels' symptom. Overfitting that learnt first, or a label
+    comparison at an LR that fits nothing, leave both as they were."""
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import weigh_by_labels
+
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True, "fits_batches": True})
+    curve = Finding(failure_mode="overfitting", confidence=0.7, summary="val_loss turned up after step 1",
+                    facts={"val_fell": 0.0})
+    weighed = sorted(weigh_by_labels([curve, labels], None), key=lambda f: -f.confidence)
+    assert [(f.failure_mode, f.confidence) for f in weighed] == [("data_pipeline", 0.75), ("overfitting", 0.45)]
+    assert "memorising labels" in weighed[1].summary and weighed[1].facts["explained_by"] == "data_pipeline"
+    learnt = curve.model_copy(update={"facts": {"val_fell": 0.3}})
+    unfitted = labels.model_copy(update={"facts": {**labels.facts, "fits_batches": False}})
+    for pair in ([learnt, labels], [curve, unfitted], [curve.model_copy(update={"facts": {}}), labels]):
+        assert [f.confidence for f in weigh_by_labels(pair, None)] == [0.7, 0.65]
+    # the run itself: data_check's copy cut its loss only 18% on noise labels (memorising noise is slow), but one
+    # batch is memorised at the run's LR (overfit_test passed in 126 steps): that LR fits
+    passed, slow = _overfit(1e-3, "passed", 0.685, 0.045), _overfit(1e-3, "slow", 0.685, 0.5)
+    assert [f.confidence for f in weigh_by_labels([curve, unfitted], None, passed)] == [0.45, 0.75]
+    assert [f.confidence for f in weigh_by_labels([curve, unfitted], None, slow)] == [0.7, 0.65]
+
+
+def test_data_check_says_whether_the_real_label_copy_fitted_its_batches():
+    from tools.probes import data_report_from
+
+    def rep(first, last):
+        return data_report_from({"alignment": {"real": {"held_out_loss": 0.70, "first_loss": first,
+                                                        "last_train_loss": last},
+                                               "permuted": {"held_out_loss": 0.69}, "held_out_loss_at_init": 0.69}})
+
+    assert rep(0.69, 0.45).findings[0].facts["fits_batches"] is True
+    assert rep(0.69, 0.60).findings[0].facts["fits_batches"] is False
 
 
 def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients_not_the_lr():

@@ -1507,7 +1507,9 @@ def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding
     if len(at) < 2 or _median(at[-max(1, len(at) // 5):]) >= at[0]:
         return None  # train did not keep improving after validation's best
     src = f"log_metrics {src_name}"
-    return Finding(failure_mode="overfitting", confidence=0.7,
+    # how far validation fell before it turned: ~0 is a model that never generalised, memorising from the start
+    fell = 1 - v_lo / vy[0] if vy[0] > 0 else None
+    return Finding(failure_mode="overfitting", confidence=0.7, facts={"val_fell": fell},
                    summary=f"{loss.name} keeps falling while {val.name} turned up after step {_step_out(vs[i])}",
                    evidence=[Evidence(what=f"{val.name} best", value=v_lo, source=f"{src} step {_step_out(vs[i])}"),
                              Evidence(what=f"{val.name} end", value=v_end, source=src),

@@ -1103,6 +1103,16 @@ def _one_based_labels(lab: LabelStat | None, src: str) -> Finding | None:
 
 
 NO_LABEL_SIGNAL = "generalises no better than training on permuted labels"
+FITS = 0.75  # a training loss at or under this share of its start has fitted something
+
+
+def fits(first_last) -> bool:
+    """The copy trained on the real labels cut its own training loss by a quarter or more: that LR moves the model
+    onto its batches (at an LR too small to learn, the toy lr_too_low run's loss does not move at all at 30x)."""
+    if len(first_last) != 2:
+        return False
+    first, last = first_last
+    return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
 
 
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
@@ -1199,7 +1209,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                       Evidence(what="held-out loss at init", value=i0, source=src)],
             fix=("Index inputs and labels together (one permutation, one filter for both) and look at a batch; "
                  "if overfit_test also fails, rule out the model first"),
-            facts={"symptom_only": True, "labels_no_signal": True}))  # triage.weigh_by_labels acts on it
+            # the comparison means something only at an LR where the real-label copy fits its own batches
+            facts={"symptom_only": True, "labels_no_signal": True,
+                   "fits_batches": fits(rep.train_loss_real_labels)}))  # triage.weigh_by_labels acts on it
     return rep
 
 

@@ -431,6 +431,16 @@ def learns_faster(slow: "probes.OverfitReport", other: "probes.OverfitReport") -
 VAL_LEARNT = 0.92  # validation's best at or under this fraction of its first value: the run did learn
 
 
+def val_learnt(val) -> bool:
+    """Validation's best is at least 8% under its first value (a validation loss series of 4 or more points)."""
+    first, low = getattr(val, "first", None), getattr(val, "min", None)
+    return (val is not None and (val.count or 0) >= 4 and is_finite(first) and is_finite(low) and first > 0
+            and low <= VAL_LEARNT * first)
+
+
+ONE_BATCH_LEARNS = 2 / 3  # one batch losing this share of its loss in 200 steps at the run's LR is being learnt
+
+
 def val_stopped_improving(val) -> bool:
     """Validation improved (its best at least 8% under its first value) and then stopped: its last point is not its
     best and its last fifth is flat or rising. A too-small LR keeps improving to the end; a run that got what the
@@ -462,7 +472,11 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
                                  source="log_metrics"))
     # the training loss fell little, but validation learnt and then levelled off: the data's limit, not the LR's
     at_limit = mode == "lr_too_low" and run_stalled and val_stopped_improving(log_val)
-    if at_limit:
+    # the run's own LR takes most of one batch's loss and validation learns through the run: the LR learns (a
+    # fine-tune at 5e-5 that is healthy); a larger LR learning faster is then a hypothesis, not the bug
+    learning = (mode == "lr_too_low" and run_stalled and not at_limit and fell >= ONE_BATCH_LEARNS
+                and val_learnt(log_val))
+    if at_limit or learning:
         evidence.append(Evidence(what=f"logged {log_val.name} first -> best -> last",
                                  value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)} -> {_fmt(log_val.last)}",
                                  source="log_metrics"))
@@ -473,6 +487,9 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
     if at_limit:
         said = (f", and the run's loss barely fell, but its {log_val.name} improved and then levelled off (a too-small "
                 "LR keeps improving to the end): the run may have got what the data allows, so this is a hypothesis")
+    elif learning:
+        said = (f", and the run's loss fell little, but {log_val.name} improved ({_fmt(log_val.first)} -> "
+                f"{_fmt(log_val.min)}): the run learns at its LR, so a larger one is a hypothesis")
     elif run_stalled:
         said = ", and the run's loss barely fell"
     elif floor:
@@ -483,7 +500,7 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
     measured = ({"one_batch_steps": slow.steps_run, "one_batch_ratio": last_b / first_b}
                 if is_finite(first_b) and is_finite(last_b) and first_b > 0 and last_b >= 0 and slow.steps_run else {})
     return Finding(
-        failure_mode=mode, confidence=0.75 if run_stalled and not at_limit else 0.7 if floor else 0.45,
+        failure_mode=mode, confidence=0.75 if run_stalled and not (at_limit or learning) else 0.7 if floor else 0.45,
         evidence=evidence,
         summary=f"at {label} its LR the model learns one batch ({fell_other:.0%} of the loss gone), at its own {fell:.0%}"
                 + said, fix=fix, location="optimizer lr", facts=measured)
@@ -583,13 +600,14 @@ def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
                                       "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
-def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
+def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Finding]:
     """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
     test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
     copy learns anything. `at_lr` is data_check re-run at the LR the one-batch test learnt at: real labels that
-    clearly generalise there (held-out loss 10% under init and under the permuted copy's) clear the data, the first
+    clearly generalise there (held-out loss 5% under init and under the permuted copy's) clear the data, the first
     comparison only showed the LR. Labels without signal there decide nothing: 40 steps at that LR may still be
     too few to learn (a toy MLP at 1e-5 learns nothing at 30x it either)."""
+    from tools.probes import fits
     # by its fact, not its text: a merge may put another data_pipeline finding's summary in front of it
     no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")),
                      None)
@@ -597,16 +615,24 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
         e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
     if moved is not None:  # the code pairs rows with other rows' labels: no LR experiment unsays that
         return labels_explain_slow_batch(findings, moved)
+    # validation that never learnt while training fell, at an LR where the model fits its batches (data_check's
+    # copy did, or one batch is memorised at the run's LR) and real labels generalise no better than permuted
+    # ones: that curve is the model memorising labels that are noise to it
+    never = next((f for f in findings if f.failure_mode == "overfitting"
+                  and is_finite(f.facts.get("val_fell")) and f.facts["val_fell"] < VAL_NEVER_LEARNT), None)
+    fits_here = no_signal is not None and (no_signal.facts.get("fits_batches") or getattr(overfit, "passed", False))
+    if fits_here and never is not None:
+        return labels_explain_slow_batch(findings, no_signal, memorised=never)
     if no_signal is None or at_lr is None:
         return findings
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
     if not all(is_finite(v) for v in (r, p, i0)):
         return findings
-    if r >= p - 0.05 * i0 and r > 0.95 * i0 and fitted(at_lr.train_loss_real_labels):
+    if r >= p - 0.05 * i0 and r > 0.95 * i0 and fits(at_lr.train_loss_real_labels):
         fact = Evidence(what=f"at {LR_PROBE_FACTOR:g}x the LR (it fits its batches): held-out loss real labels / "
                              "permuted / init", value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
         return labels_explain_slow_batch(findings, no_signal, fact)
-    if not (r < 0.9 * i0 and r < p - 0.05 * i0):
+    if not (r < LEARNT_AT_LR * i0 and r < p - 0.05 * i0):
         return findings
     fact = Evidence(what=f"held-out loss at {LR_PROBE_FACTOR:g}x the LR: real labels / permuted / init",
                     value=f"{_fmt(r)} / {_fmt(p)} / {_fmt(i0)}", source="data_check")
@@ -616,34 +642,30 @@ def weigh_by_labels(findings: list[Finding], at_lr) -> list[Finding]:
                    "permuted ones do not (the LR, not the labels)"}) if f is no_signal else f for f in findings]
 
 
-FITS = 0.75  # a training loss at or under this share of its start has fitted something
-
-
-def fitted(first_last) -> bool:
-    """The copy trained on the real labels cut its own training loss by a quarter or more: that LR moves the model
-    onto its batches (at an LR too small to learn, the toy lr_too_low run's loss does not move at all at 30x)."""
-    if len(first_last) != 2:
-        return False
-    first, last = first_last
-    return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
-
-
 # static rules that say each row carries another row's label (the labels are noise to the model)
 LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
 
 
-def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, measured: Evidence | None = None
-                              ) -> list[Finding]:
+VAL_NEVER_LEARNT = 0.05  # validation that fell less than this share of its start before turning up never learnt
+
+
+LEARNT_AT_LR = 0.95  # real labels whose held-out loss ends under this share of init (and under permuted) carry signal
+
+
+def labels_explain_slow_batch(findings: list[Finding], no_signal: Finding, measured: Evidence | None = None,
+                              memorised: Finding | None = None) -> list[Finding]:
     """At an LR where the model fits its training batches, real labels still generalise no better than permuted
     ones (`measured`: the held-out losses at that LR), or the code pairs each row with another row's label (a
     static rule; `measured` is None): the labels are noise to the model. Labels that are noise are also slow to
     memorise at any LR (random labels take longer to fit: Zhang et al. 2017, "Understanding deep learning requires
     rethinking generalization"), so a one-batch test that crawls at the run's LR is the labels' symptom, not the
-    LR's, and so, when the code names the misalignment, is a curve whose validation turns up while training falls."""
+    LR's, and so, when the code names the misalignment, is a curve whose validation turns up while training falls;
+    `memorised` is that curve when validation never learnt at all, which needs no rule in the code to read so."""
     slow = next((f for f in findings if f.failure_mode == "lr_too_low" and one_batch_at_run_lr(f)), None)
     # memorising labels that are noise is what overfitting looks like in the log (train falls, validation
     # turns up at once): with the code naming the misalignment, that curve is its symptom too
-    memorised = next((f for f in findings if f.failure_mode == "overfitting"), None) if measured is None else None
+    if memorised is None and measured is None:
+        memorised = next((f for f in findings if f.failure_mode == "overfitting"), None)
     if measured is None and slow is None and memorised is None:
         return findings
     lead = max(no_signal.confidence, *(f.confidence + 0.05 for f in (slow, memorised) if f is not None))
@@ -1002,7 +1024,7 @@ async def run_triage(
                           weigh=lambda fs: weigh_by_loss_input(weigh_by_recurrence(weigh_by_labels(weigh_by_log(
                               weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
                               seen.get("nan_hook_run:script")),
-                              seen.get("labels_at_lr")), seen.get("grad_norm_snapshot:script"))))
+                              seen.get("labels_at_lr"), seen.get("overfit_test")), seen.get("grad_norm_snapshot:script"))))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

@@ -32,7 +32,9 @@ def expected_loss(spy, target, out_width):
     if spy.name in MSE and spy.target is not None:
         y = spy.target.float()
         return float((y ** 2).mean()), "E[y^2] = target variance + mean^2, for an output near zero"
-    if target.num_classes:
+    # a loss written by hand scores classes only when the output is one logit per class: a conditional VAE names
+    # its condition's classes too, and its reconstruction loss has no ln(C) chance value
+    if target.num_classes and out_width == int(target.num_classes):
         c = int(target.num_classes)
         return math.log(c), f"ln({c}) from num_classes={c}"
     if target.task == "classification" and out_width and out_width > 1:
