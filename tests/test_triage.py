@@ -310,10 +310,10 @@ def test_validation_that_learnt_and_levelled_off_makes_a_stalled_run_the_datas_l
         assert lr_off(slow, faster, _loss(0.680, 0.575), still).confidence == 0.75
 
 
-def test_a_run_whose_lr_learns_one_batch_and_its_validation_is_no_too_low_lr_verdict():
+def test_a_run_whose_lr_learns_most_of_one_batch_is_no_too_low_lr_verdict():
     """Dev healthy_review_thaw: a fine-tune at AdamW 5e-5 (frozen backbone for an epoch), loss 0.743 -> 0.610
     (fell little), eval_loss 0.672 -> 0.572 and still improving; one batch loses 72% of its loss in 200 steps at the
-    run's LR, 94% at 30x. The LR learns: a larger one learning faster is a hypothesis. The too-small-LR dev runs
+    run's LR, 94% at 30x. The LR moves the model: a larger one learning faster is a hypothesis. The too-small-LR dev runs
     lose 8-42% of one batch at their LR (pump_vibration_probe_bert_lr, helpdesk_head_lr_scaled,
     frozen_backbone_tiny_lr, recipe_region_head_lr_div) and keep their verdict."""
     from types import SimpleNamespace
@@ -324,11 +324,15 @@ def test_a_run_whose_lr_learns_one_batch_and_its_validation_is_no_too_low_lr_ver
     slow, faster = _overfit(5e-5, "slow", 0.806, 0.227), _overfit(1.5e-3, "passed", 0.806, 0.0499)
     hedge = lr_off(slow, faster, _loss(0.743, 0.610), val)
     assert hedge.failure_mode == "lr_too_low" and hedge.confidence < 0.5
-    assert "learns at its LR" in hedge.summary and any(e.what.startswith("logged eval_loss") for e in hedge.evidence)
+    assert "the run learns at its LR" in hedge.summary and any(e.what.startswith("logged eval_loss") for e in hedge.evidence)
+    # dev review_meanpool_pads (mean pooling over padding, a data bug): one batch loses 85% at the run's LR while
+    # validation barely moves; the LR moves the model, the fault is in what it is given
+    flat = SimpleNamespace(name="eval_loss", first=0.678, min=0.652, last=0.652, trend="decreasing", count=3)
+    pads = lr_off(_overfit(5e-5, "slow", 0.706, 0.106), faster, _loss(0.708, 0.642), flat)
+    assert pads.confidence < 0.5 and "what the model is given" in pads.summary and "eval_loss improved" not in pads.summary
     crawl = _overfit(5e-5, "slow", 0.806, 0.467)  # 42% gone: recipe_region_head_lr_div's share
-    flat = SimpleNamespace(name="eval_loss", first=0.709, min=0.705, last=0.709, trend="flat", count=4)
-    for s, v in ((crawl, val), (slow, flat), (slow, None)):
-        assert lr_off(s, faster, _loss(0.743, 0.610), v).confidence == 0.75
+    for v in (val, flat, None):
+        assert lr_off(crawl, faster, _loss(0.743, 0.610), v).confidence == 0.75
 
 
 def test_real_labels_that_beat_permuted_ones_at_30x_clear_the_data():

@@ -472,11 +472,10 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
                                  source="log_metrics"))
     # the training loss fell little, but validation learnt and then levelled off: the data's limit, not the LR's
     at_limit = mode == "lr_too_low" and run_stalled and val_stopped_improving(log_val)
-    # the run's own LR takes most of one batch's loss and validation learns through the run: the LR learns (a
-    # fine-tune at 5e-5 that is healthy); a larger LR learning faster is then a hypothesis, not the bug
-    learning = (mode == "lr_too_low" and run_stalled and not at_limit and fell >= ONE_BATCH_LEARNS
-                and val_learnt(log_val))
-    if at_limit or learning:
+    # the run's own LR takes most of one batch's loss: it moves the model (a healthy fine-tune at 5e-5; a run
+    # whose inputs or labels are broken); a larger LR learning faster is then a hypothesis, not the bug
+    learning = mode == "lr_too_low" and run_stalled and not at_limit and fell >= ONE_BATCH_LEARNS
+    if at_limit or (learning and val_learnt(log_val)):
         evidence.append(Evidence(what=f"logged {log_val.name} first -> best -> last",
                                  value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)} -> {_fmt(log_val.last)}",
                                  source="log_metrics"))
@@ -488,8 +487,10 @@ def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss
         said = (f", and the run's loss barely fell, but its {log_val.name} improved and then levelled off (a too-small "
                 "LR keeps improving to the end): the run may have got what the data allows, so this is a hypothesis")
     elif learning:
-        said = (f", and the run's loss fell little, but {log_val.name} improved ({_fmt(log_val.first)} -> "
-                f"{_fmt(log_val.min)}): the run learns at its LR, so a larger one is a hypothesis")
+        said = (", and the run's loss fell little, but its own LR takes most of one batch's loss"
+                + (f" and {log_val.name} improved ({_fmt(log_val.first)} -> {_fmt(log_val.min)}): the run learns at "
+                   "its LR, so a larger one is a hypothesis" if val_learnt(log_val) else
+                   ": the LR moves the model, so a larger one is a hypothesis; look at what the model is given"))
     elif run_stalled:
         said = ", and the run's loss barely fell"
     elif floor:
