@@ -445,9 +445,8 @@ def val_stopped_improving(val) -> bool:
     """Validation improved (its best at least 8% under its first value) and then stopped: its last point is not its
     best and its last fifth is flat or rising. A too-small LR keeps improving to the end; a run that got what the
     data allows (noisy labels, a hard target) stops."""
-    first, low, last = (getattr(val, k, None) for k in ("first", "min", "last"))
-    return (val is not None and (val.count or 0) >= 6 and all(is_finite(v) for v in (first, low, last)) and first > 0
-            and low <= VAL_LEARNT * first and last > low and val.trend in ("flat", "increasing"))
+    return (val_learnt(val) and val.count >= 6 and is_finite(val.last) and val.last > val.min
+            and val.trend in ("flat", "increasing"))
 
 
 def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss, log_val=None) -> Finding:
