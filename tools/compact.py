@@ -222,14 +222,15 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
     (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
     hypotheses: the summary says what they are); only the top finding keeps its avoid. The rest is in
     detail='full'. `tight` (a reply over budget): 1 keeps 80 characters of a remote summary and 2 facts for the
-    close second, 2 keeps a remote hypothesis's mode, confidence and place only."""
+    close second, 2 keeps a remote hypothesis's mode, confidence and place only, 3 shows the close second as its
+    summary and place (the text reply already gives its summary line)."""
     order = sorted(range(len(findings)), key=lambda i: -findings[i].get("confidence", 0))
     top = findings[order[0]].get("confidence", 0) if order else 0
     cut = False
     for rank, i in enumerate(order):
         f = findings[i]
         conf = f.get("confidence", 0)
-        shown = rank == 0 or (rank == 1 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
+        shown = rank == 0 or (rank == 1 and tight < 3 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
         cap = (EVIDENCE_MAX if rank == 0 or not tight else 2) if shown else 0
         if len(f.get("evidence", [])) > cap:
             f["evidence"], cut = f["evidence"][:cap], True
@@ -241,7 +242,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
                 cut = True
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
-        keep = (REMOTE_SUMMARY_MAX, 80, 0)[min(tight, 2)]
+        keep = REMOTE_SUMMARY_MAX if rank == 1 and tight >= 3 else (REMOTE_SUMMARY_MAX, 80, 0)[min(tight, 2)]
         if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
             f["summary"], cut = (f["summary"][:keep].rsplit(" ", 1)[0] + " [...]") if keep else "", True
     if cut:  # one note for the rule, not one per finding
@@ -278,7 +279,7 @@ REPLY_BUDGET = 4000  # characters of text + compact JSON an agent pays for one d
 def fitted_summary(report: BaseModel, text: str) -> dict:
     """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
     or nothing more can go."""
-    for tight in range(3):
+    for tight in range(4):
         shaped = summary(report, tight)
         if len(text) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False)) <= REPLY_BUDGET:
             break
