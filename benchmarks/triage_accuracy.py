@@ -83,8 +83,9 @@ def one(run_dir: Path, meta: dict, steps: int, budget: float) -> dict:
                                            [ws / "train.py"], sys.executable, budget))
         modes = [f.failure_mode for f in rep.findings]
         # what the agent receives by default (detail='summary'), as sent: the text plus compact JSON
-        shaped = compact.fitted_summary(rep, rep.summary_text())
-        reply = len(rep.summary_text()) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False))
+        text = rep.summary_text()
+        shaped = compact.fitted_summary(rep, text)
+        reply = compact.reply_size(text, shaped)
         same = [(f["failure_mode"], f["confidence"]) for f in shaped["findings"]] == [
             (f.failure_mode, compact.round_sig(f.confidence)) for f in rep.findings]
         print(f"  {run_dir.name}: {meta['failure_mode']} -> {modes[:3]} ({time.monotonic() - t:.0f} s)",

@@ -276,12 +276,17 @@ def dedupe_evidence(findings: list[dict]) -> None:
 REPLY_BUDGET = 4000  # characters of text + compact JSON an agent pays for one default reply (issue 15)
 
 
+def reply_size(text: str, structured: dict) -> int:
+    """What one default reply costs the agent: its text plus its structured content as compact JSON."""
+    return len(text) + len(json.dumps(structured, separators=(",", ":"), ensure_ascii=False))
+
+
 def fitted_summary(report: BaseModel, text: str) -> dict:
     """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
     or nothing more can go."""
     for tight in range(4):
         shaped = summary(report, tight)
-        if len(text) + len(json.dumps(shaped, separators=(",", ":"), ensure_ascii=False)) <= REPLY_BUDGET:
+        if reply_size(text, shaped) <= REPLY_BUDGET:
             break
     return shaped
 
