@@ -712,3 +712,19 @@ def test_the_leakage_test_of_a_next_step_forecaster_fails_while_it_reads_the_fut
     (workspace / "train.py").write_text(FORECASTER.replace("BIDI", "False"))
     after = _rerun(workspace, report.path)
     assert after.passes_now, after.text()
+
+
+def test_padding_runs_are_not_read_as_unshifted_targets(workspace):
+    # rows mostly padding (sums_encoder_lm_no_causal_mask): PAD == PAD at most positions of a correctly shifted
+    # batch, which the same-position check counted as targets equal to their inputs and failed on the fixed run
+    shutil.copytree(NANOGPT, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (workspace / "lm_target.py").read_text().replace("BLOCK = 24", "BLOCK = 96")
+    (workspace / "lm_target.py").write_text(source)
+    report = _write(workspace, failure_mode="data_leakage", target="lm_target.py:make_target",
+                    target_file=workspace / "lm_target.py")
+    [case] = [c for c in report.cases if c.test == "test_targets_are_not_the_inputs"]
+    assert case.outcome == "passed", report.text()
+    (workspace / "lm_target.py").write_text(source.replace("y = seq[:, 1:].contiguous()", "y = seq[:, :-1].contiguous()"))
+    after = _rerun(workspace, report.path)
+    [case] = [c for c in after.cases if c.test == "test_targets_are_not_the_inputs"]
+    assert case.outcome == "failed" and "100% of target tokens" in case.message, after.text()
