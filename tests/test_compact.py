@@ -168,6 +168,8 @@ def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid()
     top, second = fitted["findings"][:2]
     assert len(top["evidence"]) == 3 and len(second["evidence"]) == 2
     assert [f["failure_mode"] for f in fitted["findings"]] == [f.failure_mode for f in rep.findings]  # none dropped
+    # the note says what this step cut, not the default rule
+    assert fitted["omitted"]["findings"].startswith("top: 3 facts+fix+avoid; close second: 2 facts+fix; others: ")
     # still over at tight 2 (a long fix, shown in the text and the JSON; the test run review_llrd_decay_zero was
     # 4,118 at tight 2): the close second goes to its summary and place, the top keeps its facts and fix
     big = rep.model_copy(update={"findings": [finding("data_pipeline", 0.8, 3).model_copy(
@@ -179,5 +181,6 @@ def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid()
     top, second = fitted["findings"][:2]
     assert len(top["evidence"]) == 3 and top["fix"] and "evidence" not in second and "fix" not in second
     assert second["summary"].startswith("lr_too_low") and second["location"] == "train.py:12"
+    assert "second: summary (200 chars) and place" in fitted["omitted"]["findings"]
     small = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[], findings=[finding("nan_inf", 0.9, 1)])
     assert fitted_summary(small, small.summary_text()) == summary(small)  # within budget: nothing more is cut

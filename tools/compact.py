@@ -217,6 +217,15 @@ def prune_empty(full: dict, lean: dict) -> dict:
             if k in lean or not any(v is e or (v == e and type(v) is type(e)) for e in empty)}
 
 
+FINDINGS_CUT = (  # what each tightening step of cap_evidence leaves of the findings, said in the reply
+    f"top and close second: {EVIDENCE_MAX} facts+fix (avoid: top); others: summary ({REMOTE_SUMMARY_MAX} chars)",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: 2 facts+fix; others: summary (80 chars)",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: 2 facts+fix; others: mode, confidence and place only",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; second: summary ({REMOTE_SUMMARY_MAX} chars) and place; others: mode, "
+    "confidence and place only",
+)
+
+
 def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) -> None:
     """At most EVIDENCE_MAX facts and the fix for the top finding and for a second one that contends with it
     (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
@@ -246,8 +255,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
         if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
             f["summary"], cut = (f["summary"][:keep].rsplit(" ", 1)[0] + " [...]") if keep else "", True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = (f"others: summary ({REMOTE_SUMMARY_MAX} chars); top and close second: {EVIDENCE_MAX} "
-                               "facts+fix (avoid: top)")
+        omitted["findings"] = FINDINGS_CUT[min(tight, 3)] + "; the rest in detail='full'"
 
 
 def first_place(location: str) -> str:
