@@ -356,6 +356,37 @@ def test_num_classes_sets_the_chance_loss_only_for_an_output_of_one_logit_per_cl
         assert rep.expected == pytest.approx(math.log(5)) and rep.verdict == "ok", rep.text()
 
 
+def test_a_loss_the_model_returns_beside_its_prediction_is_not_read_as_a_constant_output(workspace):
+    """HF-style forward returning {"loss": scalar, "logits": (B,)} (dev run course_grades_lms_join): the probes took
+    the scalar loss, the first float tensor, as the output; one value has no spread, so it read as 'the output is
+    constant across the batch' (dead_units 0.7)."""
+    body = """
+        import torch
+        from torch import nn
+
+        class Regressor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+
+            def forward(self, features, labels=None):
+                pred = self.net(features).squeeze(-1)
+                return {"loss": nn.functional.mse_loss(pred, labels), "logits": pred}
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(128, 8)
+            y = x[:, 0] * 2 + 0.1 * torch.randn(128)
+            return {"model": Regressor(), "data": [{"features": a, "labels": b} for a, b in zip(x.split(32), y.split(32))],
+                    "loss_fn": lambda m, b: m(**b)["loss"], "task": "regression"}
+    """
+    target = inline_target(workspace, body)
+    rep = run(lambda: P.init_loss_check(workspace, target))
+    assert rep.constant_outputs is False and "dead_units" not in modes(rep), rep.text()
+    grads = run(lambda: P.grad_norm_snapshot(workspace, target, steps=3))
+    assert "dead_units" not in modes(grads), grads.text()
+
+
 def test_a_frozen_backbone_kept_in_eval_mode_on_purpose_is_not_flagged(workspace):
     body = """
         import torch

@@ -50,6 +50,56 @@ def test_script_nan_run_names_the_log_in_the_users_loss_code(workspace):
     assert rep.op_location.startswith("train.py:24")
 
 
+HETERO_SCRIPT = """
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 6)
+    y = torch.cat([x[:, :3] @ torch.randn(3, 2), torch.zeros(256, 1)], 1)  # a sensor stuck at 0
+
+
+    class Hetero(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(6, 32), nn.Tanh())
+            self.mu = nn.Sequential(nn.Linear(32, 3), nn.ReLU())
+            self.logvar = nn.Linear(32, 3)
+
+        def forward(self, x):
+            h = self.body(x)
+            return self.mu(h), self.logvar(h)
+
+
+    model = Hetero()
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for step in range(400):
+        mu, logvar = model(x)
+        loss = (0.5 * logvar + (y - mu) ** 2 / (2 * torch.exp(logvar))).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_script_nan_of_a_likelihood_running_to_minus_inf_is_not_called_the_lr(workspace):
+    # a learnt variance collapsing on a constant target (scada_hetero_ae_stuck_sensor): the loss falls without
+    # limit and the gradient norm grows with it; lowering the LR only delays the NaN, the variance needs a floor
+    write(workspace, "train.py", HETERO_SCRIPT)
+    rep = run(lambda: P.nan_hook_run(workspace, command=["python", "train.py"], max_steps=200, timeout_s=120))
+    assert rep.found and rep.cause == "loss unbounded below", rep.text()
+    assert len(rep.loss_history) >= 8 and rep.loss_history[-1] < rep.loss_history[0] < 0
+    assert [f.failure_mode for f in rep.findings] == ["nan_inf"] and rep.findings[0].confidence >= 0.85
+    assert "logvar.clamp" in rep.findings[0].fix
+
+
+def test_unbounded_below_needs_a_negative_loss_still_falling():
+    assert P.unbounded_below([-10.0 - i for i in range(20)])
+    assert not P.unbounded_below([1.0 + i for i in range(20)])  # a divergence raises the loss
+    assert not P.unbounded_below([-10.0] * 20)  # a settled negative NLL
+    assert not P.unbounded_below([-10.0, -11.0, -12.0])  # too few to tell
+
+
 def test_torchrun_two_ranks_are_merged_and_the_first_rank_is_named(workspace):
     write(workspace, "ddp.py", DDP_SCRIPT)
     rep = run(lambda: P.nan_hook_run(workspace, command=["torchrun", "--nproc-per-node", "2", "ddp.py"],

@@ -605,3 +605,36 @@ def test_a_loss_fed_probabilities_explains_an_lr_that_reads_too_low():
     assert weigh_by_loss_input([other, lr]) == [other, lr]
     assert weigh_by_loss_input([loss.model_copy(update={"confidence": 0.5}), lr.model_copy(
         update={"confidence": 0.75})])[1].confidence == 0.75
+
+
+def test_a_run_that_learnt_nothing_while_one_batch_is_memorised_at_its_lr_is_the_labels():
+    """Dev run orbit_gru_mirror_aug: a random mirror of clockwise/counter-clockwise traces keeps the label, so half
+    the labels say the other class. The log: loss 0.70 -> 0.70 over six epochs, val_loss never under its first
+    value; overfit_test memorises one batch at the run's LR; data_check's comparison was borderline (real 0.745,
+    permuted 0.785, init 0.718). Triage said healthy 0.7. A run that learns slowly, a too-small LR (one batch
+    crawls) or a bug another finding names strongly keep their verdicts."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_run_progress
+
+    passed, slow = _overfit(2e-3, "passed", 0.70, 0.04), _overfit(2e-3, "slow", 0.70, 0.55)
+    loss = SimpleNamespace(name="loss", first=0.7019, last=0.694, smoothed_last=0.6997, min=0.6908, count=4)
+    val = SimpleNamespace(name="val_loss", first=0.6951, min=0.6943, last=0.6967, count=6)
+    healthy = Finding(failure_mode="healthy", confidence=0.6, summary="loss decreases")
+    [lead] = weigh_by_run_progress([healthy], passed, loss, val)
+    assert (lead.failure_mode, lead.confidence) == ("data_pipeline", 0.6) and "learnt nothing" in lead.summary
+    assert "augmentation" in lead.fix and "LR" in lead.avoid
+    learning = SimpleNamespace(**{**vars(val), "min": 0.60})  # validation learnt: slow, not nothing
+    fell = SimpleNamespace(**{**vars(loss), "smoothed_last": 0.55})
+    for args in ((slow, loss, val), (passed, loss, learning), (passed, fell, val), (None, loss, val)):
+        assert weigh_by_run_progress([healthy], *args) == [healthy]
+    # a loop bug named at 0.8 may be why the run learns nothing: the labels become its alternative
+    loop = Finding(failure_mode="missing_zero_grad", confidence=0.8, summary="zero_grad after backward")
+    weighed = weigh_by_run_progress([loop], passed, loss, val)
+    assert [(f.failure_mode, f.confidence) for f in weighed] == [("missing_zero_grad", 0.8), ("data_pipeline", 0.45)]
+    # data_check's own no-signal finding is lifted, not repeated
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65, summary="no signal", facts={"labels_no_signal": True})
+    assert weigh_by_run_progress([labels], passed, loss, val) == [labels]
+    weak = labels.model_copy(update={"confidence": 0.3})
+    [lifted] = weigh_by_run_progress([weak], passed, loss, val)
+    assert lifted.confidence == 0.6 and lifted.facts["labels_no_signal"] and lifted.facts["learnt_nothing"]

@@ -563,6 +563,18 @@ def _stats(items) -> list[TensorStat]:
     return [TensorStat(**{k: v for k, v in s.items() if k in TensorStat.model_fields}) for s in items or []]
 
 
+def unbounded_below(loss_hist: list) -> bool:
+    """The finite losses before the NaN (the last 20 steps) are negative and kept falling, a fifth of their level or
+    more: a likelihood with a learnt scale running to -inf, not a divergence (which raises the loss before the
+    NaN)."""
+    fin = [x for x in loss_hist if is_finite(x)]
+    if len(fin) < 8:
+        return False
+    k = len(fin) // 4  # quarter means: one noisy minibatch loss decides nothing
+    head, mid, end = sum(fin[:k]) / k, sum(fin[k:-k]) / (len(fin) - 2 * k), sum(fin[-k:]) / k
+    return end < 0 and end < mid < head and head - end > 0.2 * abs(head)
+
+
 def nan_cause(op: str | None, inputs: list[TensorStat], phase: str | None, gn_hist: list, loss_hist: list) -> tuple[str, str]:
     """(cause, fix) from the op name and its inputs' statistics."""
     o = (op or "").lower()
@@ -593,6 +605,12 @@ def nan_cause(op: str | None, inputs: list[TensorStat], phase: str | None, gn_hi
         return "norm/pow of zero in backward", "Add an epsilon: (x.pow(2).sum() + 1e-12).sqrt()"
     if a0 is not None and a0.nan + a0.inf > 0:
         return "non-finite input", "Look at where this input comes from (the data, or the previous step)"
+    if unbounded_below(loss_hist):
+        return "loss unbounded below", (
+            "The loss fell without limit before the NaN: a learnt variance or scale (a log-variance head of a "
+            "Gaussian NLL, a Laplace/Student-t scale, a temperature) collapses toward 0 where the model predicts the "
+            "target exactly (a constant feature, a saturated sensor), so log(var) runs to -inf. Floor it: "
+            "logvar.clamp(min=-7), or var = softplus(raw) + 1e-4; a lower LR only delays it")
     fin = [g for g in gn_hist if is_finite(g)]
     if len(fin) >= 3 and fin[-1] > 10 * max(1e-12, min(fin)) or any(is_finite(g) and g > 100 for g in fin):
         return "lr", ("The gradient norm grew before the NaN: lower the LR 3-10x (or add warmup) and check the loss "

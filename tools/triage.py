@@ -642,6 +642,69 @@ def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Findin
                    "permuted ones do not (the LR, not the labels)"}) if f is no_signal else f for f in findings]
 
 
+NOTHING_LEARNT = 0.95  # a logged loss that ended above this share of its start learnt nothing in the whole run
+
+
+def learnt_nothing(log_loss, log_val) -> bool:
+    """Over the whole run the training loss stayed where it started (within 5%) and validation, if logged, never
+    got 5% under its first value: the run learnt nothing, not slowly."""
+    first, last = _first_last(log_loss)
+    if not (is_finite(first) and is_finite(last) and first > 0 and last >= NOTHING_LEARNT * first
+            and (log_loss.count or 0) >= 4):
+        return False
+    if log_val is None or (log_val.count or 0) < 3:
+        return True
+    return is_finite(log_val.first) and is_finite(log_val.min) and log_val.first > 0 \
+        and log_val.min >= (1 - VAL_NEVER_LEARNT) * log_val.first
+
+
+def weigh_by_run_progress(findings: list[Finding], overfit, log_loss, log_val) -> list[Finding]:
+    """One batch is memorised at the run's own LR (the model, its loss and the optimizer can learn), yet the whole
+    run learnt nothing: what one batch teaches does not carry over to the next, so the labels, as the loader
+    delivers them, do not follow from the inputs (an augmentation that turns one class into another, labels
+    paired with other rows, one side shuffled). Labels that are noise are memorised batch by batch but never
+    generalise (Zhang et al. 2017); a too-small LR fails the one-batch test, and so does a bug in the model."""
+    one_batch = overfit is not None and not getattr(overfit, "error", None) and (
+        overfit.passed or (is_finite(overfit.drop_fraction) and overfit.drop_fraction >= ONE_BATCH_LEARNS))
+    if not one_batch or log_loss is None or not learnt_nothing(log_loss, log_val):
+        return findings
+    first, last = _first_last(log_loss)
+    facts = [Evidence(what=f"one batch at the run's LR ({_fmt(overfit.lr)})",
+                      value=f"{overfit.outcome}: {_fmt(overfit.initial_loss)} -> {_fmt(overfit.final_loss)} in "
+                            f"{overfit.steps_run} steps", source="overfit_test"),
+             Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
+                      source="log_metrics")]
+    if log_val is not None and (log_val.count or 0) >= 3:
+        facts.append(Evidence(what=f"logged {log_val.name} first -> best", value=f"{_fmt(log_val.first)} -> "
+                              f"{_fmt(log_val.min)}", source="log_metrics"))
+    # a bug named elsewhere (the loop, the code) may be why the run learns nothing: then this is its alternative
+    rival = max((f.confidence for f in findings if f.failure_mode not in ("healthy", "data_pipeline")), default=0.0)
+    conf = LEARNS_BATCH_NOT_RUN if rival < LEARNS_BATCH_NOT_RUN else VERDICT - 0.05
+    said = (f"one batch is memorised at the run's LR, yet the whole run learnt nothing ({log_loss.name} "
+            f"{_fmt(first)} -> {_fmt(last)}" + (f", {log_val.name} never under {_fmt(log_val.first)}"
+                                                 if len(facts) > 2 else "")
+            + "): what one batch teaches does not carry to the next, so the labels as the loader delivers them do "
+              "not follow from the inputs")
+    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline"), None)
+    if no_signal is not None and no_signal.confidence >= conf:
+        return findings
+    lead = Finding(
+        failure_mode="data_pipeline", confidence=conf, summary=said, evidence=facts + (no_signal.evidence
+                                                                                         if no_signal else []),
+        fix=("Look at what the training Dataset/loader does to a sample before it reaches the loss: an augmentation "
+             "that changes the class (a flip, mirror, sign change or reversal when the class is a direction or "
+             "side), labels indexed apart from their inputs (a sort, filter, shuffle or join of one side only); "
+             "check a few samples and their labels by eye, then data_check"),
+        avoid="Do not raise the LR or grow the model: one batch is learnt at this LR already",
+        location=no_signal.location if no_signal else None,
+        facts={**(no_signal.facts if no_signal else {}), "learnt_nothing": True})
+    out = [lead if f is no_signal else f for f in findings if f.failure_mode != "healthy" or conf < VERDICT]
+    return out if no_signal is not None else out + [lead]
+
+
+LEARNS_BATCH_NOT_RUN = 0.6
+
+
 # static rules that say each row carries another row's label (the labels are noise to the model)
 LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
 
@@ -1021,10 +1084,12 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_loss_input(weigh_by_recurrence(weigh_by_labels(weigh_by_log(
-                              weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
-                              seen.get("nan_hook_run:script")),
-                              seen.get("labels_at_lr"), seen.get("overfit_test")), seen.get("grad_norm_snapshot:script"))))
+                          weigh=lambda fs: weigh_by_run_progress(weigh_by_loss_input(weigh_by_recurrence(
+                              weigh_by_labels(weigh_by_log(
+                                  weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
+                                  seen.get("nan_hook_run:script")),
+                                  seen.get("labels_at_lr"), seen.get("overfit_test")),
+                              seen.get("grad_norm_snapshot:script"))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

@@ -103,7 +103,8 @@ def run(job):
     out_vec = []
 
     def grab_output(m, args, out):
-        t = next((t for _, t in T.flatten(out) if t.is_floating_point()), None)
+        # the prediction, not a scalar loss the model returns beside it (HF style {"loss", "logits"})
+        t = next((t for _, t in T.flatten(out) if t.is_floating_point() and t.dim() > 0), None)
         if t is not None and not out_vec:
             out_vec.append(T._act_vector(t.detach(), "output", "output"))
 

@@ -73,8 +73,10 @@ def run(job):
     spy = T.LossSpy()
     rec = T.ActivationRecorder(model)
     outs = []
-    hook = model.register_forward_hook(lambda m, i, o: outs.append(
-        next((t for _, t in T.flatten(o) if t.is_floating_point()), None)) if not outs else None)
+    # the model's prediction, not a loss it returns beside it ({"loss": scalar, "logits": (B,)} in HF style)
+    hook = model.register_forward_hook(lambda m, i, o: outs.append(next(
+        (t for _, t in T.flatten(o) if t.is_floating_point() and t.dim() > 0),
+        next((t for _, t in T.flatten(o) if t.is_floating_point()), None))) if not outs else None)
     # where the tensors the model's first call reads start in memory: is the loss target one of them (or a view
     # of one from its start)? data_ptr counts the offset, so the shifted targets of an LM are not
     fed = set()
@@ -116,7 +118,9 @@ def run(job):
     out_stats = None
     if logits is not None:
         std, mean, absmax, spread, is_prob = vals[o:o + 5]
-        out_stats = {"std": std, "mean": mean, "absmax": absmax, "constant": spread <= 1e-6 * (1 + absmax),
+        rows = logits.shape[0] if logits.dim() > 0 else 1
+        out_stats = {"std": std, "mean": mean, "absmax": absmax,
+                     "constant": (spread <= 1e-6 * (1 + absmax)) if rows > 1 else None,  # one value has no spread
                      "is_probability": is_prob > 0.5, "shape": list(logits.shape)}
     finite = [v for v in loss_vals if math.isfinite(v)]
     loss = sum(finite) / len(finite) if finite else float("nan")

@@ -130,6 +130,7 @@ class _State:
         self.param_flag = None          # device flag: params finite after the last optimizer step
         self.last_grads = None
         self.grad_hist: list = []
+        self.loss_hist: list = []  # nan mode: the loss of each step, read with its grad norm
         self.zero_grad_calls = 0
         # order of the last backward() and zero_grad() calls: zero_grad between backward and step wipes the step
         self.seq, self.last_zero_seq, self.last_backward_seq = 0, -1, -1
@@ -312,9 +313,13 @@ class _State:
         gn = T.global_norm(grads) if grads else torch.zeros(())
         flags = [e[3].reshape(-1).float() for e in self.events]
         pf = self.param_flag.reshape(1).float() if self.param_flag is not None else torch.ones(1)
-        vals = T.to_floats(gn, pf, *flags)  # the one host synchronisation of this step
-        gn_v, pf_v, fl = vals[0], vals[1], vals[2:]
+        # the loss rides along: how it moved before a NaN tells a divergence (rising) from a loss unbounded below
+        loss = self.last_loss.reshape(()).float() if self.last_loss is not None else torch.full((), float("nan"))
+        vals = T.to_floats(gn, pf, loss, *flags)  # the one host synchronisation of this step
+        gn_v, pf_v, fl = vals[0], vals[1], vals[3:]
         self.grad_hist.append(gn_v)
+        if self.last_loss is not None:
+            self.loss_hist.append(vals[2])
         finite = gn_v == gn_v and abs(gn_v) != float("inf")
         if pf_v < 0.5:
             self._report_params(opt, params)
@@ -501,6 +506,7 @@ class _State:
                    "eval_mode_step_modules": self.eval_modules, **payload}
         if self.mode == "nan":
             payload["grad_norm_history"] = self.grad_hist[-20:]
+            payload.setdefault("loss_history", self.loss_hist[-20:])
         name = f"rank{self.rank}" if self.rank is not None else f"pid{os.getpid()}"
         folder = os.path.join(self.job, "reports")
         os.makedirs(folder, exist_ok=True)
