@@ -1131,3 +1131,22 @@ def test_a_one_line_summary_loss_is_not_the_training_curve(tmp_path):
     rep = log_metrics(write(tmp_path / "train.log", "\n".join(lines) + "\n"))
     assert rep.loss_series == "train_loss" and rep.val_series == "val_loss", rep.text()
     assert rep.shape != "too_short" and next(s for s in rep.series if s.name == "train_loss").count == 16
+
+
+def test_fastai_table_with_space_separated_cells_is_read_by_its_header(tmp_path):
+    # fastai's Learner.fit prints a table whose cells are apart by spaces and whose last cell is a clock
+    # (dev run stats_from_wrong_axis: "no metric series found")
+    from tools.logs import log_metrics
+    log = tmp_path / "train.log"
+    log.write_text("train: 2000 items, valid: 500 items, classes: ['plain', 'twill']\n"
+                   "epoch  train_loss  valid_loss  accuracy  error_rate  time\n"
+                   + "".join(f"{e}      {1.63 - 0.01 * e:.6f}    {1.61:.6f}    0.204000  0.796000    00:0{e + 1}\n"
+                             for e in range(5)))
+    rep = log_metrics(log)
+    assert (rep.loss_series, rep.val_series, rep.step_source) == ("train_loss", "valid_loss", "epoch"), rep
+    series = {s.name: s for s in rep.series}
+    assert series["train_loss"].count == 5 and series["train_loss"].last == pytest.approx(1.59)
+    assert "time" not in series  # the clock is not a series
+    words = tmp_path / "words.log"  # a line of words is no header: the numbers after it stay what they were
+    words.write_text("Training started now\n" + "".join(f"step {i}: loss {1.0 / (i + 1):.3f}\n" for i in range(10)))
+    assert log_metrics(words).loss_series == "loss"

@@ -459,6 +459,7 @@ _VAL = r"(\S+)"  # float() validates; backtracking gives back a trailing comma o
 # the same matches, without the regex engine trying every shorter one first. Python >= 3.11.
 _PLUS = "++" if sys.version_info >= (3, 11) else "+"
 _CELL = r"([^,\t|\n]*)"
+_CLOCK = re.compile(r"\d+:\d\d(?::\d\d)?\Z")  # a table's wall-time cell (fastai's `00:02`): not a series
 _MAX_SERIES = 200
 _MAX_TEMPLATES = 8
 _MAX_HELD = 5000
@@ -539,9 +540,9 @@ class _Parser:
         if self.table:
             delim, keys = self.table
             cells = self._cells(s, delim)
-            if len(cells) == len(keys) and all(_NUMERIC.match(c.strip()) for c in cells):
-                pairs = [(k, c.strip()) for k, c in zip(keys, cells) if c.strip()]
-                src = "[ \\t]*" + re.escape(delim).join([_CELL] * len(keys)) + "[ \\t]*" if delim != "|" else None
+            if len(cells) == len(keys) and all(_NUMERIC.match(c.strip()) or _CLOCK.match(c.strip()) for c in cells):
+                pairs = [(k, c.strip()) for k, c in zip(keys, cells) if c.strip() and not _CLOCK.match(c.strip())]
+                src = "[ \\t]*" + re.escape(delim).join([_CELL] * len(keys)) + "[ \\t]*" if delim not in "| " else None
                 return pairs, self._step_index(pairs), (f"T{delim}" + src) if src else None
         found, step, templatable = logfields.fields(line)
         if not found:
@@ -562,7 +563,7 @@ class _Parser:
 
     @staticmethod
     def _cells(s: str, delim: str) -> list[str]:
-        cells = s.split(delim)
+        cells = s.split() if delim == " " else s.split(delim)
         if delim == "|":
             cells = [c for c in cells if c.strip()]
         return cells
@@ -574,6 +575,12 @@ class _Parser:
                 if len(cells) >= 2 and all(_IDENT.match(c) for c in cells):
                     self.table = (delim, cells)
                 return
+        # fastai's table: `epoch  train_loss  valid_loss  accuracy  time`, cells apart by spaces; only a header
+        # that starts with a step column and names a loss, not any line of words
+        cells = s.split()
+        if len(cells) >= 3 and all(_IDENT.match(c) for c in cells) and cells[0].lower() in ("epoch", "step", "iter") \
+                and any("loss" in c.lower() for c in cells):
+            self.table = (" ", cells)
 
     @staticmethod
     def _step_index(pairs: list[tuple[str, str]]) -> int | None:
