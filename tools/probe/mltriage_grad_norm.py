@@ -103,8 +103,7 @@ def run(job):
     out_vec = []
 
     def grab_output(m, args, out):
-        # the prediction, not a scalar loss the model returns beside it (HF style {"loss", "logits"})
-        t = next((t for _, t in T.flatten(out) if t.is_floating_point() and t.dim() > 0), None)
+        t = T.prediction(out)
         if t is not None and not out_vec:
             out_vec.append(T._act_vector(t.detach(), "output", "output"))
 

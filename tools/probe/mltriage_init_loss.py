@@ -73,10 +73,8 @@ def run(job):
     spy = T.LossSpy()
     rec = T.ActivationRecorder(model)
     outs = []
-    # the model's prediction, not a loss it returns beside it ({"loss": scalar, "logits": (B,)} in HF style)
-    hook = model.register_forward_hook(lambda m, i, o: outs.append(next(
-        (t for _, t in T.flatten(o) if t.is_floating_point() and t.dim() > 0),
-        next((t for _, t in T.flatten(o) if t.is_floating_point()), None))) if not outs else None)
+    hook = model.register_forward_hook(
+        lambda m, i, o: outs.append(T.prediction(o, scalar_ok=True)) if not outs else None)
     # where the tensors the model's first call reads start in memory: is the loss target one of them (or a view
     # of one from its start)? data_ptr counts the offset, so the shifted targets of an LM are not
     fed = set()

@@ -131,6 +131,13 @@ def tensor_stats(named: list) -> list:
 _INT_TYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
 
 
+def prediction(out, scalar_ok: bool = False):
+    """The model's prediction in its output: the first float tensor with a batch dimension, not a scalar loss it
+    returns beside it (HF style {"loss": scalar, "logits": (B,)}); the first float scalar only if `scalar_ok`."""
+    floats = [t for _, t in flatten(out) if t.is_floating_point()]
+    return next((t for t in floats if t.dim() > 0), floats[0] if scalar_ok and floats else None)
+
+
 def flatten(obj, path="") -> list:
     """Every tensor inside a (nested) tuple/list/dict/dataclass-like output, with its path."""
     if isinstance(obj, torch.Tensor):
