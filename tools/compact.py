@@ -217,10 +217,15 @@ def prune_empty(full: dict, lean: dict) -> dict:
             if k in lean or not any(v is e or (v == e and type(v) is type(e)) for e in empty)}
 
 
+TIGHT_SECOND_FACTS = 2  # a close second's facts once the reply is over budget
+TIGHT_SUMMARY_MAX = 80  # a remote hypothesis's summary at the first tightening step
+
 FINDINGS_CUT = (  # what each tightening step of cap_evidence leaves of the findings, said in the reply
     f"top and close second: {EVIDENCE_MAX} facts+fix (avoid: top); others: summary ({REMOTE_SUMMARY_MAX} chars)",
-    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: 2 facts+fix; others: summary (80 chars)",
-    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: 2 facts+fix; others: mode, confidence and place only",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: {TIGHT_SECOND_FACTS} facts+fix; others: summary "
+    f"({TIGHT_SUMMARY_MAX} chars)",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; close second: {TIGHT_SECOND_FACTS} facts+fix; others: mode, confidence "
+    "and place only",
     f"top: {EVIDENCE_MAX} facts+fix+avoid; second: summary ({REMOTE_SUMMARY_MAX} chars) and place; others: mode, "
     "confidence and place only",
 )
@@ -230,9 +235,9 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
     """At most EVIDENCE_MAX facts and the fix for the top finding and for a second one that contends with it
     (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
     hypotheses: the summary says what they are); only the top finding keeps its avoid. The rest is in
-    detail='full'. `tight` (a reply over budget): 1 keeps 80 characters of a remote summary and 2 facts for the
-    close second, 2 keeps a remote hypothesis's mode, confidence and place only, 3 shows the close second as its
-    summary and place (the text reply already gives its summary line)."""
+    detail='full'. `tight` (a reply over budget): 1 keeps TIGHT_SUMMARY_MAX characters of a remote summary and
+    TIGHT_SECOND_FACTS facts for the close second, 2 keeps a remote hypothesis's mode, confidence and place only,
+    3 shows the close second as its summary and place (the text reply already gives its summary line)."""
     order = sorted(range(len(findings)), key=lambda i: -findings[i].get("confidence", 0))
     top = findings[order[0]].get("confidence", 0) if order else 0
     cut = False
@@ -240,7 +245,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
         f = findings[i]
         conf = f.get("confidence", 0)
         shown = rank == 0 or (rank == 1 and tight < 3 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
-        cap = (EVIDENCE_MAX if rank == 0 or not tight else 2) if shown else 0
+        cap = (EVIDENCE_MAX if rank == 0 or not tight else TIGHT_SECOND_FACTS) if shown else 0
         if len(f.get("evidence", [])) > cap:
             f["evidence"], cut = f["evidence"][:cap], True
         if "evidence" in f and not f["evidence"]:  # the schema's default: an empty list says nothing
@@ -251,7 +256,8 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
                 cut = True
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
-        keep = REMOTE_SUMMARY_MAX if rank == 1 and tight >= 3 else (REMOTE_SUMMARY_MAX, 80, 0)[min(tight, 2)]
+        keep = (REMOTE_SUMMARY_MAX if rank == 1 and tight >= 3
+                else (REMOTE_SUMMARY_MAX, TIGHT_SUMMARY_MAX, 0)[min(tight, 2)])
         if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
             f["summary"], cut = (f["summary"][:keep].rsplit(" ", 1)[0] + " [...]") if keep else "", True
     if cut:  # one note for the rule, not one per finding
