@@ -210,3 +210,87 @@ def test_probes_run_side_by_side_share_the_cores_and_the_users_setting_wins(work
     assert threads_seen(1) == ["1", "1"]
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert threads_seen(1)[0] == "3"
+
+
+# --- probes forked from a fork server (triage): same answers, same guarantees ----------------------
+
+FORKED_HEAD = """
+    import json, os, sys, time
+    job = sys.argv[1]
+    args = json.load(open(os.path.join(job, "args.json")))
+"""
+
+
+def _forked(workspace, body: str, args: dict | None = None, timeout_s: float = 60, threads: int | None = None):
+    """Run a probe file through a ready fork server; returns (outcome, the fork server's pid)."""
+    import os
+
+    import anyio
+
+    from tools.probe_runner import PROBE_THREADS, ForkServers
+
+    probe = _script(workspace, "probe_file.py", textwrap.dedent(FORKED_HEAD) + textwrap.dedent(body))
+
+    async def go():
+        share = PROBE_THREADS.set(threads)
+        try:
+            with ForkServers() as forks:
+                with anyio.fail_after(120):  # the fork server imports torch first
+                    while forks.ready(sys.executable, dict(os.environ)) is None:
+                        await anyio.sleep(0.1)
+                oc = await run_probe(str(probe), args or {}, workspace_root=workspace, python=sys.executable,
+                                     timeout_s=timeout_s)
+                return oc, forks.servers[sys.executable].proc.pid
+        finally:
+            PROBE_THREADS.reset(share)
+
+    return run(go)
+
+
+def test_a_forked_probe_answers_like_a_fresh_interpreter(workspace, no_stray_processes):
+    oc, server = _forked(workspace, """
+        import torch
+        print("to stdout"); print("to stderr", file=sys.stderr)
+        with open(os.path.join(job, "result.json"), "w") as f:
+            json.dump({"ppid": os.getppid(), "cwd": os.getcwd(), "threads": torch.get_num_threads(),
+                       "job": os.environ["MLTRIAGE_JOB"], "name": __name__}, f)
+    """, threads=1)
+    assert oc.returncode == 0, oc.stderr_tail
+    assert oc.result["ppid"] == server, "the probe was not forked by the fork server"
+    assert oc.result["cwd"] == str(workspace) and oc.result["name"] == "__main__"
+    assert oc.result["threads"] == 1  # the share triage sets, though torch was loaded before it
+    assert "to stdout" in oc.stdout_tail and "to stderr" in oc.stderr_tail
+    assert not _alive(server), "the fork server outlived its block"
+
+
+def test_a_forked_probe_exit_code_and_uncaught_error_are_reported(workspace):
+    oc, _ = _forked(workspace, "sys.exit(3)\n")
+    assert oc.returncode == 3 and oc.result is None and "code 3" in oc.failure()
+    oc, _ = _forked(workspace, "raise RuntimeError('boom')\n")
+    assert oc.returncode == 1 and "RuntimeError: boom" in oc.stderr_tail
+
+
+def test_a_forked_probe_that_segfaults_is_reported_as_a_signal(workspace, no_stray_processes):
+    oc, _ = _forked(workspace, "import ctypes\nctypes.string_at(0)\n")
+    assert oc.crashed_by == "SIGSEGV", (oc.returncode, oc.stderr_tail)
+
+
+@pytest.mark.parametrize("after", ["time.sleep(600)", "print('done')"], ids=["hangs", "ends"])
+def test_a_forked_probe_takes_its_daemon_and_setsid_child_along(after, workspace, tmp_path, no_stray_processes):
+    # a forked daemon carries the fork server's marker, a started child the probe's: neither may survive
+    oc, _ = _forked(workspace, f"""
+        import subprocess
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        open(args["pidfile"] + ".child", "w").write(str(child.pid))
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open(args["pidfile"], "w").write(str(os.getpid()))
+                time.sleep(600)
+            os._exit(0)
+        while not os.path.exists(args["pidfile"]):
+            time.sleep(0.02)
+        {after}
+    """, {"pidfile": str(tmp_path / "daemon.pid")}, timeout_s=5)
+    assert oc.timed_out == (after == "time.sleep(600)")
+    assert not _alive(_pid(tmp_path / "daemon.pid")) and not _alive(int((tmp_path / "daemon.pid.child").read_text()))

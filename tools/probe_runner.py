@@ -34,6 +34,11 @@ MARKER = "MLTRIAGE_PROBE_ID"  # in the environment of every process a probe star
 # time steps) then wait on each other: measured 3-30x slower on 2 cores.
 PROBE_THREADS: ContextVar[int | None] = ContextVar("PROBE_THREADS", default=None)
 REAP_ROUNDS = 20
+# Set by a caller that runs many probes (triage): they start from a fork server that imported torch once.
+PROBE_FORKS: ContextVar["ForkServers | None"] = ContextVar("PROBE_FORKS", default=None)
+# Linux only: on macOS a process that loaded system frameworks may crash in a forked child.
+# MLTRIAGE_FORKSERVER=0 starts every probe as a fresh interpreter (A/B timing, or a library that dislikes fork).
+FORK_OK = sys.platform.startswith("linux") and os.environ.get("MLTRIAGE_FORKSERVER", "1") != "0"
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -110,7 +115,7 @@ def marked_processes(token: str, since: float) -> list[psutil.Process]:
     return found
 
 
-def kill_tree(proc: subprocess.Popen, token: str | None = None, since: float = 0.0) -> None:
+def kill_tree(proc: "subprocess.Popen | Forked", token: str | None = None, since: float = 0.0) -> None:
     """SIGKILL the probe's process group, its descendants, and every process carrying its marker."""
     try:
         descendants = psutil.Process(proc.pid).children(recursive=True)
@@ -120,6 +125,11 @@ def kill_tree(proc: subprocess.Popen, token: str | None = None, since: float = 0
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    if isinstance(proc, Forked) and proc.poll() is None:  # forked just now: it may not lead its group yet
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     for child in descendants:
         try:
             child.kill()
@@ -183,12 +193,16 @@ async def run_probe(
         start = time.monotonic()
         # create_time comes from whole-second boot time plus clock ticks: allow for the rounding
         since = time.time() - 2.0
-        with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err:
-            try:
-                proc = subprocess.Popen(argv, cwd=workspace_root, env=full_env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=err, start_new_session=True)
-            except OSError as e:
-                raise TriageError(f"could not start {argv[0]!r}: {e}", "Check the interpreter / command path")
+        forks = PROBE_FORKS.get()
+        server = forks.ready(interpreter, full_env) if forks is not None and command is None and not env else None
+        proc = await server.spawn(argv[1:], workspace_root, full_env, job) if server is not None else None
+        if proc is None:
+            with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err:
+                try:
+                    proc = subprocess.Popen(argv, cwd=workspace_root, env=full_env, stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=err, start_new_session=True)
+                except OSError as e:
+                    raise TriageError(f"could not start {argv[0]!r}: {e}", "Check the interpreter / command path")
         timed_out, seen = False, 0
         try:
             while proc.poll() is None:
@@ -239,3 +253,125 @@ async def _forward_progress(path: Path, seen: int, on_progress: ProgressFn | Non
         except (ValueError, KeyError, TypeError):
             continue
     return seen + len(complete)
+
+
+class Forked:
+    """A probe process forked by a ForkServer: the Popen calls run_probe and kill_tree use."""
+
+    def __init__(self, pid: int, server: "ForkServer"):
+        self.pid, self.server, self.returncode = pid, server, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.server.pump()
+            self.returncode = self.server.exits.pop(self.pid, None)
+            if self.returncode is None and self.server.dead and not psutil.pid_exists(self.pid):
+                self.returncode = 1  # the fork server died before it could report this child
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        end = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.poll() is None:
+            if time.monotonic() > end:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+            time.sleep(0.02)
+        return self.returncode
+
+
+class ForkServer:
+    """tools/probe/mltriage_forkserver.py in one interpreter: it imports torch once and forks each probe."""
+
+    def __init__(self, interpreter: str, env: dict[str, str]):
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self.since = time.time() - 2.0
+        self.proc = subprocess.Popen(
+            [interpreter, str(PROBE_DIR / "mltriage_forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**{k: v for k, v in env.items() if k not in (MARKER, "MLTRIAGE_JOB")}, MARKER: self.token})
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.buf, self.up, self.dead = b"", False, False
+        self.pids: list[int] = []
+        self.exits: dict[int, int] = {}
+        self.lock = anyio.Lock()
+
+    def pump(self) -> None:
+        """Read what the fork server has said so far (never blocks)."""
+        while not self.dead:
+            try:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.dead = True
+                break
+            self.buf += chunk
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("ready"):
+                self.up = True
+            elif "pid" in msg:
+                self.pids.append(int(msg["pid"]))
+            elif "exit" in msg:
+                self.exits[int(msg["exit"])] = int(msg["code"])
+
+    async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], job: Path) -> Forked | None:
+        """Fork one probe; None when the fork server is gone (the caller starts a fresh interpreter instead)."""
+        async with self.lock:
+            request = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(job / "stdout"),
+                       "stderr": str(job / "stderr")}
+            try:
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
+                self.proc.stdin.flush()
+            except OSError:
+                self.dead = True
+                return None
+            for _ in range(200):  # the reply comes within milliseconds; 10 s means the server is stuck
+                self.pump()
+                if self.pids or self.dead:
+                    break
+                await anyio.sleep(0.05)
+            return Forked(self.pids.pop(0), self) if self.pids else None
+
+    def close(self) -> None:
+        """End the fork server, its children and every process they started."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        kill_tree(self.proc, self.token, self.since)
+        self.proc.stdout.close()
+
+
+class ForkServers:
+    """One fork server per interpreter, started on first use, for the length of a `with` block."""
+
+    def __init__(self):
+        self.servers: dict[str, ForkServer] = {}
+
+    def ready(self, interpreter: str, env: dict[str, str]) -> ForkServer | None:
+        """The interpreter's fork server once it has imported torch; until then None (start a fresh process)."""
+        if not FORK_OK:
+            return None
+        server = self.servers.get(interpreter)
+        if server is None:
+            try:
+                server = self.servers[interpreter] = ForkServer(interpreter, env)
+            except OSError:
+                return None
+        server.pump()
+        return server if server.up and not server.dead else None
+
+    def __enter__(self) -> "ForkServers":
+        self.token = PROBE_FORKS.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        PROBE_FORKS.reset(self.token)
+        for server in self.servers.values():
+            server.close()

@@ -265,7 +265,7 @@ async def triage(
     (besides `always`). A step that times out is a hang only if it completed no step (judged from its progress,
     not its wall clock), with where it waited when the probe's stack dump shows it.
     """
-    from tools.probe_runner import PROBE_THREADS
+    from tools.probe_runner import PROBE_THREADS, ForkServers
 
     start = time.monotonic()
     ran: dict[int, TriageStep] = {}
@@ -331,11 +331,12 @@ async def triage(
     # sharing the cores between them
     threads = PROBE_THREADS.set(max(1, (os.cpu_count() or 1) // max(1, concurrency)))
     try:
-        async with anyio.create_task_group() as tg:
-            for i, (name, fn, cap) in indexed:
-                if name.split(":")[0] not in READ_ONLY:
-                    tg.start_soon(run_one, i, name, fn, cap)
-                    await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
+        with ForkServers():  # the probes start from a copy of one process that imported torch once
+            async with anyio.create_task_group() as tg:
+                for i, (name, fn, cap) in indexed:
+                    if name.split(":")[0] not in READ_ONLY:
+                        tg.start_soon(run_one, i, name, fn, cap)
+                        await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
     finally:
         PROBE_THREADS.reset(threads)
     decisive = state["decisive"]
@@ -685,21 +686,23 @@ def weigh_by_run_progress(findings: list[Finding], overfit, log_loss, log_val) -
                                                  if len(facts) > 2 else "")
             + "): what one batch teaches does not carry to the next, so the labels as the loader delivers them do "
               "not follow from the inputs")
-    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline"), None)
-    if no_signal is not None and no_signal.confidence >= conf:
+    # an earlier data_pipeline finding (data_check, a static rule) stands if stronger; if weaker, this one takes its
+    # place and carries its evidence and location
+    earlier = next((f for f in findings if f.failure_mode == "data_pipeline"), None)
+    if earlier is not None and earlier.confidence >= conf:
         return findings
     lead = Finding(
-        failure_mode="data_pipeline", confidence=conf, summary=said, evidence=facts + (no_signal.evidence
-                                                                                         if no_signal else []),
+        failure_mode="data_pipeline", confidence=conf, summary=said,
+        evidence=facts + (earlier.evidence if earlier else []),
         fix=("Look at what the training Dataset/loader does to a sample before it reaches the loss: an augmentation "
              "that changes the class (a flip, mirror, sign change or reversal when the class is a direction or "
              "side), labels indexed apart from their inputs (a sort, filter, shuffle or join of one side only); "
              "check a few samples and their labels by eye, then data_check"),
         avoid="Do not raise the LR or grow the model: one batch is learnt at this LR already",
-        location=no_signal.location if no_signal else None,
-        facts={**(no_signal.facts if no_signal else {}), "learnt_nothing": True})
-    out = [lead if f is no_signal else f for f in findings if f.failure_mode != "healthy" or conf < VERDICT]
-    return out if no_signal is not None else out + [lead]
+        location=earlier.location if earlier else None,
+        facts={**(earlier.facts if earlier else {}), "learnt_nothing": True})
+    out = [lead if f is earlier else f for f in findings if f.failure_mode != "healthy" or conf < VERDICT]
+    return out if earlier is not None else out + [lead]
 
 
 LEARNS_BATCH_NOT_RUN = 0.6
