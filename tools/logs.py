@@ -1446,8 +1446,10 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
     if abs(drop) < 0.05 * max(abs(start), 1e-12):
         e = ev(Evidence(what="relative change start -> end", value=-drop / max(abs(start), 1e-12), source=src))
         findings += [
+            # a symptom (it names no cause): a measured or a code finding of the same mode leads it when merged
             Finding(failure_mode="data_pipeline", confidence=0.3, summary=f"{loss.name} is flat from the start ({start:.4g} -> {end:.4g})",
-                    evidence=e, fix="overfit_test on one batch: if it cannot overfit, check data_check (labels vs inputs) and the loss"),
+                    evidence=e, fix="overfit_test on one batch: if it cannot overfit, check data_check (labels vs inputs) and the loss",
+                    facts={"symptom_only": True}),
             Finding(failure_mode="lr_too_low", confidence=0.3, summary="a flat loss can be an LR far too low",
                     evidence=e, fix="grad_norm_snapshot: update/weight ratio far below 1e-3 means raise the LR"),
             Finding(failure_mode="bad_init", confidence=0.2, summary="a flat loss can be a saturated or constant-output init",

@@ -624,8 +624,10 @@ def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Findin
     fits_here = no_signal is not None and (no_signal.facts.get("fits_batches") or getattr(overfit, "passed", False))
     if fits_here and never is not None:
         return labels_explain_slow_batch(findings, no_signal, memorised=never)
-    if no_signal is None or at_lr is None:
+    if no_signal is None:
         return findings
+    if at_lr is None:
+        return labels_untested_at_an_lr_that_learns(findings, no_signal)
     r, p, i0 = at_lr.held_out_loss_real_labels, at_lr.held_out_loss_permuted_labels, at_lr.held_out_loss_at_init
     if not all(is_finite(v) for v in (r, p, i0)):
         return findings
@@ -641,6 +643,24 @@ def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Findin
         "confidence": RISK_ONLY, "evidence": f.evidence + [fact],
         "summary": f"{f.summary}, but only at the run's LR: at {LR_PROBE_FACTOR:g}x it, real labels generalise and "
                    "permuted ones do not (the LR, not the labels)"}) if f is no_signal else f for f in findings]
+
+
+def labels_untested_at_an_lr_that_learns(findings: list[Finding], no_signal: Finding) -> list[Finding]:
+    """data_check compared real and permuted labels at the run's LR, its real-label copy did not fit its own batches,
+    and the one-batch test learns only at a larger LR (lr_too_low), but data_check was not re-run there (the
+    budget ran out first: a slow machine): at an LR too small to learn, neither copy learns, so the comparison
+    says nothing about the labels. It stays below the LR verdict instead of outranking it (a symptom of the log
+    merged into it, such as a flat loss, is what the too-small LR explains too)."""
+    slow = next((f for f in findings if f.failure_mode == "lr_too_low" and f.confidence >= VERDICT), None)
+    # a finding that names a line (a static rule merged in) is no symptom of the LR: it stands
+    if slow is None or no_signal.facts.get("fits_batches") or not no_signal.facts.get("symptom_only") \
+            or no_signal.confidence <= slow.confidence - 0.05:
+        return findings
+    return [f.model_copy(update={
+        "confidence": round(slow.confidence - 0.05, 2), "facts": {**f.facts, "untested_at_lr": True},
+        "summary": f"{f.summary}; but that copy did not fit its own batches at the run's LR, which the one-batch "
+                   "test finds too small: raise the LR first, then run data_check again"}) if f is no_signal else f
+        for f in findings]
 
 
 NOTHING_LEARNT = 0.95  # a logged loss that ended above this share of its start learnt nothing in the whole run
@@ -1031,8 +1051,12 @@ async def run_triage(
         left = t - (time.monotonic() - began)
         if rep.outcome not in ("slow", "flat") or not is_finite(rep.lr) or rep.lr <= 0 or left < 10:
             return rep
-        # which way is the LR off? a tenth of it first: Adam at too high an LR crawls on one batch too
-        lower = await probes.overfit_test(w, target, 200, rep.lr / 10, py, left, prog)
+        # which way is the LR off? a tenth of it first: Adam at too high an LR crawls on one batch too.
+        # A follow-up that runs out of time (a slow machine) leaves what the run's LR showed: no step is lost.
+        try:
+            lower = await probes.overfit_test(w, target, 200, rep.lr / 10, py, left, prog)
+        except TriageError:
+            return rep
         if learns_faster(rep, lower):
             rep.findings = [f for f in rep.findings if f.failure_mode != "lr_too_low"] + [
                 lr_off(rep, lower, log_loss(), log_val())]
@@ -1040,12 +1064,18 @@ async def run_triage(
         left = t - (time.monotonic() - began)
         if (log_loss() is not None and not stalled(log_loss())) or left < 10:
             return rep  # the run learns: a larger LR could only add a hypothesis, not a verdict
-        faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
+        try:
+            faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
+        except TriageError:
+            return rep
         if learns_faster(rep, faster):
             rep.findings.append(lr_off(rep, faster, log_loss(), log_val()))
             left = t - (time.monotonic() - began)
             if left >= 10:  # at an LR that learns, do the labels carry signal? (see weigh_by_labels)
-                seen["labels_at_lr"] = await probes.data_check(w, target, py, left, None, LR_PROBE_FACTOR)
+                try:
+                    seen["labels_at_lr"] = await probes.data_check(w, target, py, left, None, LR_PROBE_FACTOR)
+                except TriageError:
+                    pass
         return rep
 
     steps: list[Step] = [("static_scan", keep("static_scan", lambda t, p: in_thread(static_scan, sources or [])), 30.0)]
