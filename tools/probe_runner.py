@@ -97,6 +97,12 @@ def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
         return ""
 
 
+def new_marker() -> tuple[str, float]:
+    """A marker token unique to this run, and the epoch time a process carrying it cannot have been created before
+    (create_time comes from whole-second boot time plus clock ticks: allow for the rounding)."""
+    return f"{os.getpid()}-{secrets.token_hex(8)}", time.time() - 2.0
+
+
 def marked_processes(token: str, since: float) -> list[psutil.Process]:
     """Live processes whose environment carries MARKER=token, created after `since` (epoch seconds).
 
@@ -183,7 +189,7 @@ async def run_probe(
     try:
         (job / "args.json").write_text(json.dumps({**args, "workspace": str(workspace_root)}))
         (job / "reports").mkdir()
-        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        token, since = new_marker()
         threads = PROBE_THREADS.get()
         share = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
                  if threads and k not in os.environ and k not in (env or {})}  # the user's own setting wins
@@ -191,8 +197,6 @@ async def run_probe(
                     MARKER: token}
         argv = command or [interpreter, str(probe_file), str(job)]
         start = time.monotonic()
-        # create_time comes from whole-second boot time plus clock ticks: allow for the rounding
-        since = time.time() - 2.0
         forks = PROBE_FORKS.get()
         server = forks.ready(interpreter, full_env) if forks is not None and command is None and not env else None
         proc = await server.spawn(argv[1:], workspace_root, full_env, job) if server is not None else None
@@ -282,8 +286,7 @@ class ForkServer:
     """tools/probe/mltriage_forkserver.py in one interpreter: it imports torch once and forks each probe."""
 
     def __init__(self, interpreter: str, env: dict[str, str]):
-        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
-        self.since = time.time() - 2.0
+        self.token, self.since = new_marker()
         self.proc = subprocess.Popen(
             [interpreter, str(PROBE_DIR / "mltriage_forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True,
