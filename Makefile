@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/mltriage demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q -n auto --dist loadgroup --durations=20
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

@@ -58,12 +58,19 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def no_stray_processes():
-    """Fails the test if it leaves a child process of the test runner behind."""
+    """Fails the test if it leaves a child process of the test runner behind.
+
+    The shared fork servers (tools.probe_runner.SHARED_FORKS) live as long as this process by design; what they
+    forked does not.
+    """
+    from tools.probe_runner import SHARED_FORKS
+
     before = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
     yield
     for _ in range(50):
+        forks = {s.proc.pid for s in SHARED_FORKS.servers.values()}
         left = [p for p in psutil.Process(os.getpid()).children(recursive=True)
-                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+                if p.pid not in before | forks and p.status() != psutil.STATUS_ZOMBIE]
         if not left:
             break
         time.sleep(0.1)

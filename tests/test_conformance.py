@@ -48,7 +48,8 @@ def _node_missing() -> str | None:
 
 SKIP_REASON = _node_missing()
 pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or ""),
-              pytest.mark.usefixtures("no_stray_processes")]
+              pytest.mark.usefixtures("no_stray_processes"),
+              pytest.mark.xdist_group("conformance")]  # one worker: the module-scoped server fixture
 
 
 def _node_env(home: Path, **extra: str) -> dict[str, str]:

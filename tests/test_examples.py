@@ -23,7 +23,7 @@ from torch import nn
 
 # the shared runs fixture does ~40 real training runs; on a machine busy with other work it may need more than the
 # default per-test timeout
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("examples")]  # one worker: the runs fixture
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 META = {d.name: json.loads((d / "example.json").read_text()) for d in sorted(EXAMPLES.iterdir())

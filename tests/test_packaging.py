@@ -18,6 +18,8 @@ import pytest
 
 from conftest import EXAMPLES, run, text_of
 
+pytestmark = pytest.mark.xdist_group("packaging")  # its tests share a module-scoped fixture: one worker runs them all
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # What the server reads from its own installation: code, probes (run by file path in the user's

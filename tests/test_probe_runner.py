@@ -221,8 +221,10 @@ FORKED_HEAD = """
 """
 
 
-def _forked(workspace, body: str, args: dict | None = None, timeout_s: float = 60, threads: int | None = None):
-    """Run a probe file through a ready fork server; returns (outcome, the fork server's pid)."""
+def _forked(workspace, body: str, args: dict | None = None, timeout_s: float = 60, threads: int | None = None,
+            inside=None):
+    """Run a probe file through a ready fork server; returns (outcome, the fork server's pid).
+    `inside(outcome)` runs after the probe while the fork server still lives."""
     import os
 
     import anyio
@@ -240,7 +242,11 @@ def _forked(workspace, body: str, args: dict | None = None, timeout_s: float = 6
                         await anyio.sleep(0.1)
                 oc = await run_probe(str(probe), args or {}, workspace_root=workspace, python=sys.executable,
                                      timeout_s=timeout_s)
-                return oc, forks.servers[sys.executable].proc.pid
+                (server,) = forks.servers.values()
+                assert server.proc.poll() is None
+                if inside is not None:
+                    inside(oc)
+                return oc, server.proc.pid
         finally:
             PROBE_THREADS.reset(share)
 
@@ -278,6 +284,7 @@ def test_a_forked_probe_that_segfaults_is_reported_as_a_signal(workspace, no_str
 @pytest.mark.parametrize("after", ["time.sleep(600)", "print('done')"], ids=["hangs", "ends"])
 def test_a_forked_probe_takes_its_daemon_and_setsid_child_along(after, workspace, tmp_path, no_stray_processes):
     # a forked daemon carries the fork server's marker, a started child the probe's: neither may survive
+    survivors: list[int] = []
     oc, _ = _forked(workspace, f"""
         import subprocess
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
@@ -291,6 +298,63 @@ def test_a_forked_probe_takes_its_daemon_and_setsid_child_along(after, workspace
         while not os.path.exists(args["pidfile"]):
             time.sleep(0.02)
         {after}
-    """, {"pidfile": str(tmp_path / "daemon.pid")}, timeout_s=5)
+    """, {"pidfile": str(tmp_path / "daemon.pid")}, timeout_s=5, inside=lambda oc: survivors.extend(
+        pid for pid in (_pid(tmp_path / "daemon.pid"), _pid(tmp_path / "daemon.pid.child")) if _alive(pid)))
     assert oc.timed_out == (after == "time.sleep(600)")
+    # gone with the probe, not only when the fork server ends: the shared one outlives many probes
+    assert survivors == []
     assert not _alive(_pid(tmp_path / "daemon.pid")) and not _alive(int((tmp_path / "daemon.pid.child").read_text()))
+
+
+def test_probes_outside_a_block_share_one_fork_server_that_survives_them(workspace, no_stray_processes):
+    import os
+
+    from tools.probe_runner import SHARED_FORKS
+
+    probe = _script(workspace, "probe_file.py", textwrap.dedent(FORKED_HEAD) + textwrap.dedent("""
+        with open(os.path.join(job, "result.json"), "w") as f:
+            json.dump({"ppid": os.getppid()}, f)
+    """))
+
+    async def go():
+        with anyio.fail_after(120):  # the first probes run fresh while the fork server imports torch
+            while SHARED_FORKS.ready(sys.executable, dict(os.environ)) is None:
+                oc = await run_probe(str(probe), {}, workspace_root=workspace, python=sys.executable)
+                assert oc.returncode == 0, oc.stderr_tail
+                await anyio.sleep(0.1)
+        return [await run_probe(str(probe), {}, workspace_root=workspace, python=sys.executable) for _ in range(2)]
+
+    import anyio
+
+    first, second = run(go)
+    forks = {s.proc.pid for s in SHARED_FORKS.servers.values()}
+    assert first.result["ppid"] == second.result["ppid"] and first.result["ppid"] in forks
+    assert all(_alive(pid) for pid in forks)
+
+
+def test_an_idle_fork_server_ends_by_itself_and_a_stale_one_is_replaced(tmp_path):
+    import os
+    import time
+
+    from tools.probe_runner import ForkServers
+
+    env = dict(os.environ)
+    forks = ForkServers(idle_s=1.0)
+    try:
+        deadline = time.monotonic() + 120
+        while (server := forks.ready(sys.executable, env)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        server.proc.wait(timeout=30)  # no request for a second: it ends, and the next call starts another
+        assert forks.ready(sys.executable, env) is None and list(forks.servers.values()) != [server]
+        while (server := forks.ready(sys.executable, env)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        # the torch it imported was reinstalled since (a stand-in file's time changes): replaced on the next call
+        stand_in = tmp_path / "torch_init.py"
+        stand_in.write_text("")
+        server.torch = (str(stand_in), 1)
+        assert forks.ready(sys.executable, env) is None and not _alive(server.proc.pid)
+    finally:
+        forks.close()
+    assert forks.servers == {}

@@ -13,7 +13,17 @@ def _copy(ws, *names):
         shutil.copytree(EXAMPLES / n, ws / n)
 
 
-def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace):
+def _fork_servers() -> list:
+    import os
+
+    import psutil
+
+    return [p for p in psutil.Process(os.getpid()).children(recursive=True)
+            if any(a.endswith("mltriage_forkserver.py") for a in p.cmdline())]
+
+
+def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace, no_stray_processes):
+    # no_stray_processes: the server's fork server (and all it forked) ends with the session
     _copy(workspace, "nan_log_zero", "bad_init", "healthy_mlp", "label_leakage", "lr_too_high")
     calls = [
         ("nan_hook_run", {"target": "nan_log_zero/train.py:make_target"}, lambda s: s["found"] and s["cause"] == "log(0)"),
@@ -38,6 +48,7 @@ def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace):
                 assert not r.is_error, text_of(r)
                 assert ok(r.structured_content), (name, text_of(r))
                 out.append(text_of(r))
+            assert _fork_servers(), "the server started no fork server for its probes"
             return out
 
     texts = run(body)

@@ -128,6 +128,10 @@ def acceptance(tmp_path_factory) -> dict[str, dict[str, str]]:
     return outcomes
 
 
+ACCEPTANCE = pytest.mark.xdist_group("acceptance")  # under xdist, one worker renders and runs them once
+
+
+@ACCEPTANCE
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{c[1]}" + ("-fn" if c[2] else "") for c in CASES])
 def test_generated_test_fails_on_the_bug_and_passes_on_the_fix(acceptance, i):
     example = CASES[i][0]
@@ -138,6 +142,7 @@ def test_generated_test_fails_on_the_bug_and_passes_on_the_fix(acceptance, i):
     assert acceptance["fixed"].get(stem) == "passed", f"fails on the fix:\n{acceptance['logs']['fixed'][-3000:]}"
 
 
+@ACCEPTANCE
 @pytest.mark.parametrize("example", HEALTHY)
 def test_no_template_fails_on_a_healthy_run(acceptance, example):
     if not (EXAMPLES / example).is_dir():

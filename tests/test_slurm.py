@@ -20,6 +20,8 @@ from conftest import PYTHON, inprocess_client, run
 from tools.errors import TriageError
 from tools.slurm import slurm_check
 
+pytestmark = pytest.mark.xdist_group("slurm")  # its tests share a module-scoped fixture: one worker runs them all
+
 FIX = Path(__file__).resolve().parent / "fixtures" / "slurm"
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "squeue", "scancel")
 

@@ -20,6 +20,8 @@ from tools.errors import TriageError
 from tools.logs import log_metrics
 from tools.sweeps import sweep_analysis
 
+pytestmark = pytest.mark.xdist_group("stores")  # its tests share module-scoped fixtures: one worker runs them all
+
 
 def f32(x: float) -> float:
     """What an event file keeps of a float: TensorBoard scalars are float32."""

@@ -7,6 +7,7 @@ then every process still carrying the marker, so a hung target, a DataLoader wor
 child, a `setsid` child or a double-forked daemon never outlives the request.
 """
 
+import atexit
 import json
 import os
 import secrets
@@ -34,8 +35,16 @@ MARKER = "MLTRIAGE_PROBE_ID"  # in the environment of every process a probe star
 # time steps) then wait on each other: measured 3-30x slower on 2 cores.
 PROBE_THREADS: ContextVar[int | None] = ContextVar("PROBE_THREADS", default=None)
 REAP_ROUNDS = 20
-# Set by a caller that runs many probes (triage): they start from a fork server that imported torch once.
+# Probes start from a fork server that imported torch once (SHARED_FORKS, below, unless a caller sets its own).
 PROBE_FORKS: ContextVar["ForkServers | None"] = ContextVar("PROBE_FORKS", default=None)
+# An idle fork server ends by itself after this long (it holds a copy of torch in memory); the next probe starts
+# a new one. The server process's end (its pipe closing) ends it too.
+FORK_IDLE_S = 600.0
+# A forked child gets the probe's whole environment, but variables read when the interpreter or torch started
+# (PYTHONPATH, LD_LIBRARY_PATH, TORCH_*, ...) acted in the fork server already: a change in them calls for a fork
+# server of its own. The thread counts are applied in the child; the rest (PYTEST_CURRENT_TEST, ...) is read late.
+STARTUP_ENV = ("PYTHON", "LD_", "TORCH", "CUDA", "NVIDIA", "KMP_", "GOMP_", "MKL_", "HOME")
+PER_PROBE_ENV = {MARKER, "MLTRIAGE_JOB", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONUNBUFFERED"}
 # Linux only: on macOS a process that loaded system frameworks may crash in a forked child.
 # MLTRIAGE_FORKSERVER=0 starts every probe as a fresh interpreter (A/B timing, or a library that dislikes fork).
 FORK_OK = sys.platform.startswith("linux") and os.environ.get("MLTRIAGE_FORKSERVER", "1") != "0"
@@ -103,25 +112,37 @@ def new_marker() -> tuple[str, float]:
     return f"{os.getpid()}-{secrets.token_hex(8)}", time.time() - 2.0
 
 
-def marked_processes(token: str, since: float) -> list[psutil.Process]:
-    """Live processes whose environment carries MARKER=token, created after `since` (epoch seconds).
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return ""
+
+
+def marked_processes(token: str, since: float, tag: str | None = None) -> list[psutil.Process]:
+    """Live processes whose environment carries MARKER=token (or, with `tag`, whose name is tag), created after
+    `since` (epoch seconds).
 
     Daemons and `setsid` children leave the probe's process group and tree, but not the
     environment they inherited. Reading it needs the same user (or root), which the probe's are.
+    A probe forked by a fork server shows the fork server's environment in /proc: it and the processes it
+    forks carry its tag as their name instead (what they exec carries the token again).
     """
     found = []
     for p in psutil.process_iter(["create_time"]):
         try:
             if p.pid == os.getpid() or (p.info["create_time"] or 0.0) < since:
                 continue
-            if p.environ().get(MARKER) == token:
+            if (tag and _comm(p.pid) == tag) or p.environ().get(MARKER) == token:
                 found.append(p)
         except (psutil.Error, OSError):  # gone, a zombie, or another user's process
             continue
     return found
 
 
-def kill_tree(proc: "subprocess.Popen | Forked", token: str | None = None, since: float = 0.0) -> None:
+def kill_tree(proc: "subprocess.Popen | Forked", token: str | None = None, since: float = 0.0,
+              tag: str | None = None) -> None:
     """SIGKILL the probe's process group, its descendants, and every process carrying its marker."""
     try:
         descendants = psutil.Process(proc.pid).children(recursive=True)
@@ -149,7 +170,7 @@ def kill_tree(proc: "subprocess.Popen | Forked", token: str | None = None, since
         return
     # Rounds, because a marked process may fork while we kill: stop them all, then kill them all.
     for _ in range(REAP_ROUNDS):
-        left = marked_processes(token, since)
+        left = marked_processes(token, since, tag)
         if not left:
             return
         for p in left:
@@ -197,9 +218,10 @@ async def run_probe(
                     MARKER: token}
         argv = command or [interpreter, str(probe_file), str(job)]
         start = time.monotonic()
-        forks = PROBE_FORKS.get()
-        server = forks.ready(interpreter, full_env) if forks is not None and command is None and not env else None
+        forks = PROBE_FORKS.get() or SHARED_FORKS
+        server = forks.ready(interpreter, full_env) if command is None and not env else None
         proc = await server.spawn(argv[1:], workspace_root, full_env, job) if server is not None else None
+        tag = proc.tag if proc is not None else None
         if proc is None:
             with open(job / "stdout", "wb") as out, open(job / "stderr", "wb") as err:
                 try:
@@ -212,15 +234,15 @@ async def run_probe(
             while proc.poll() is None:
                 if time.monotonic() - start > timeout_s:
                     timed_out = True
-                    kill_tree(proc, token, since)
+                    kill_tree(proc, token, since, tag)
                     break
                 seen = await _forward_progress(job / "progress.jsonl", seen, on_progress)
                 await anyio.sleep(0.05)
             await _forward_progress(job / "progress.jsonl", seen, on_progress)
         except BaseException:  # cancelled request: nothing may outlive it
-            kill_tree(proc, token, since)
+            kill_tree(proc, token, since, tag)
             raise
-        kill_tree(proc, token, since)  # stragglers: data-loader workers, setsid children, daemons
+        kill_tree(proc, token, since, tag)  # stragglers: data-loader workers, setsid children, daemons
         result = None
         if (job / "result.json").exists():
             try:
@@ -262,8 +284,8 @@ async def _forward_progress(path: Path, seen: int, on_progress: ProgressFn | Non
 class Forked:
     """A probe process forked by a ForkServer: the Popen calls run_probe and kill_tree use."""
 
-    def __init__(self, pid: int, server: "ForkServer"):
-        self.pid, self.server, self.returncode = pid, server, None
+    def __init__(self, pid: int, server: "ForkServer", tag: str):
+        self.pid, self.server, self.tag, self.returncode = pid, server, tag, None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -285,14 +307,15 @@ class Forked:
 class ForkServer:
     """tools/probe/mltriage_forkserver.py in one interpreter: it imports torch once and forks each probe."""
 
-    def __init__(self, interpreter: str, env: dict[str, str]):
+    def __init__(self, interpreter: str, env: dict[str, str], idle_s: float | None = None):
         self.token, self.since = new_marker()
+        idle = ["--idle", str(idle_s)] if idle_s else []
         self.proc = subprocess.Popen(
-            [interpreter, str(PROBE_DIR / "mltriage_forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [interpreter, str(PROBE_DIR / "mltriage_forkserver.py"), *idle], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True,
             env={**{k: v for k, v in env.items() if k not in (MARKER, "MLTRIAGE_JOB")}, MARKER: self.token})
         os.set_blocking(self.proc.stdout.fileno(), False)
-        self.buf, self.up, self.dead = b"", False, False
+        self.buf, self.up, self.dead, self.torch = b"", False, False, None
         self.pids: list[int] = []
         self.exits: dict[int, int] = {}
         self.lock = anyio.Lock()
@@ -317,7 +340,7 @@ class ForkServer:
             except ValueError:
                 continue
             if msg.get("ready"):
-                self.up = True
+                self.up, self.torch = True, _stamp(msg.get("torch"))
             elif "pid" in msg:
                 self.pids.append(int(msg["pid"]))
             elif "exit" in msg:
@@ -326,8 +349,9 @@ class ForkServer:
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], job: Path) -> Forked | None:
         """Fork one probe; None when the fork server is gone (the caller starts a fresh interpreter instead)."""
         async with self.lock:
+            tag = "mlt-" + secrets.token_hex(5)
             request = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(job / "stdout"),
-                       "stderr": str(job / "stderr")}
+                       "stderr": str(job / "stderr"), "tag": tag}
             try:
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
@@ -339,7 +363,7 @@ class ForkServer:
                 if self.pids or self.dead:
                     break
                 await anyio.sleep(0.05)
-            return Forked(self.pids.pop(0), self) if self.pids else None
+            return Forked(self.pids.pop(0), self, tag) if self.pids else None
 
     def close(self) -> None:
         """End the fork server, its children and every process they started."""
@@ -351,24 +375,54 @@ class ForkServer:
         self.proc.stdout.close()
 
 
-class ForkServers:
-    """One fork server per interpreter, started on first use, for the length of a `with` block."""
+def _stamp(path: str | None) -> tuple | None:
+    """When the torch a fork server imported was last installed: a reinstall makes that fork server stale."""
+    try:
+        return (path, os.stat(path).st_mtime_ns) if path else None
+    except OSError:
+        return (path, None)
 
-    def __init__(self):
-        self.servers: dict[str, ForkServer] = {}
+
+class ForkServers:
+    """Fork servers started on first use, one per interpreter and startup environment.
+
+    SHARED_FORKS (below) serves every probe for the life of the server process; a `with ForkServers():` block
+    gives its probes fork servers of their own that end with the block.
+    """
+
+    MAX = 2  # a different interpreter or PYTHONPATH per call (tests) must not pile up copies of torch
+
+    def __init__(self, idle_s: float | None = None):
+        self.servers: dict[tuple, ForkServer] = {}
+        self.idle_s = idle_s
 
     def ready(self, interpreter: str, env: dict[str, str]) -> ForkServer | None:
-        """The interpreter's fork server once it has imported torch; until then None (start a fresh process)."""
+        """The fork server for this interpreter and environment once it has imported torch; until then None
+        (the caller starts a fresh process)."""
         if not FORK_OK:
             return None
-        server = self.servers.get(interpreter)
+        key = (interpreter, tuple(sorted((k, v) for k, v in env.items()
+                                         if k.startswith(STARTUP_ENV) and k not in PER_PROBE_ENV)))
+        server = self.servers.get(key)
+        if server is not None:
+            server.pump()
+            if server.dead or (server.up and server.torch is not None and _stamp(server.torch[0]) != server.torch):
+                server.close()
+                del self.servers[key]
+                server = None
         if server is None:
+            while len(self.servers) >= self.MAX:
+                self.servers.pop(next(iter(self.servers))).close()
             try:
-                server = self.servers[interpreter] = ForkServer(interpreter, env)
+                server = self.servers[key] = ForkServer(interpreter, env, self.idle_s)
             except OSError:
                 return None
         server.pump()
         return server if server.up and not server.dead else None
+
+    def close(self) -> None:
+        while self.servers:
+            self.servers.popitem()[1].close()
 
     def __enter__(self) -> "ForkServers":
         self.token = PROBE_FORKS.set(self)
@@ -376,5 +430,8 @@ class ForkServers:
 
     def __exit__(self, *exc) -> None:
         PROBE_FORKS.reset(self.token)
-        for server in self.servers.values():
-            server.close()
+        self.close()
+
+
+SHARED_FORKS = ForkServers(idle_s=FORK_IDLE_S)
+atexit.register(SHARED_FORKS.close)

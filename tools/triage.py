@@ -265,7 +265,7 @@ async def triage(
     (besides `always`). A step that times out is a hang only if it completed no step (judged from its progress,
     not its wall clock), with where it waited when the probe's stack dump shows it.
     """
-    from tools.probe_runner import PROBE_THREADS, ForkServers
+    from tools.probe_runner import PROBE_THREADS
 
     start = time.monotonic()
     ran: dict[int, TriageStep] = {}
@@ -331,12 +331,11 @@ async def triage(
     # sharing the cores between them
     threads = PROBE_THREADS.set(max(1, (os.cpu_count() or 1) // max(1, concurrency)))
     try:
-        with ForkServers():  # the probes start from a copy of one process that imported torch once
-            async with anyio.create_task_group() as tg:
-                for i, (name, fn, cap) in indexed:
-                    if name.split(":")[0] not in READ_ONLY:
-                        tg.start_soon(run_one, i, name, fn, cap)
-                        await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
+        async with anyio.create_task_group() as tg:  # forked from the shared fork server once it is up
+            for i, (name, fn, cap) in indexed:
+                if name.split(":")[0] not in READ_ONLY:
+                    tg.start_soon(run_one, i, name, fn, cap)
+                    await anyio.sleep(0)  # start in order: the task that asked first gets the next slot
     finally:
         PROBE_THREADS.reset(threads)
     decisive = state["decisive"]

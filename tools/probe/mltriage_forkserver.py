@@ -4,18 +4,32 @@ Importing torch costs seconds per process (2-3 s on this project's 2-core machin
 dozen probes: each probe is still its own process (its own session, its own files, killed alone on timeout),
 but it starts from a copy of this one instead of a fresh interpreter. The protocol is one JSON line each way:
 
-    in:  {"argv": [probe_file, job_dir], "cwd": ..., "env": {...}, "stdout": path, "stderr": path}
-    out: {"ready": true} once, then {"pid": N} per request (in order) and {"exit": N, "code": rc} per child
-         (rc < 0: killed by that signal), as Popen reports it.
+    in:  {"argv": [probe_file, job_dir], "cwd": ..., "env": {...}, "stdout": path, "stderr": path, "tag": name}
+    out: {"ready": true, "torch": path} once, then {"pid": N} per request (in order) and {"exit": N, "code": rc}
+         per child (rc < 0: killed by that signal), as Popen reports it.
 
-End of input (the server closed the pipe or died) kills every child and ends the server.
+A forked child's /proc environment is the fork server's, whatever it sets later: so each child also takes the
+request's `tag` as its process name (comm), which its own forks inherit and the runner's sweep looks for.
+End of input (the server closed the pipe or died) kills every child and ends the server; so does `--idle S`
+seconds with no request and no child (the server that started it then starts a new one when it needs one).
 """
 
+import ctypes
 import json
 import os
 import select
 import signal
 import sys
+import time
+
+PR_SET_NAME = 15
+
+
+def set_name(tag: str) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, tag.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def child(req: dict, proto: int) -> None:
@@ -24,6 +38,8 @@ def child(req: dict, proto: int) -> None:
     try:
         os.setsid()
         os.close(proto)
+        if req.get("tag"):
+            set_name(req["tag"])
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
             new = os.open(path, flags, 0o600)
@@ -64,8 +80,15 @@ def main() -> None:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.close(null)
+    idle_s = float(sys.argv[sys.argv.index("--idle") + 1]) if "--idle" in sys.argv else None
+    torch_file = None
     try:
-        import torch  # noqa: F401 - the point of this process
+        import torch  # the point of this process
+
+        torch_file = torch.__file__
+        # The first optimizer a process builds imports torch._dynamo (Optimizer.__init__ is wrapped to disable it):
+        # measured 1.9-2.5 s here, in every probe. Imports only: no thread pool starts before the fork.
+        import torch._dynamo  # noqa: F401
     except Exception:  # noqa: BLE001 - no torch: the probes say so themselves
         pass
 
@@ -73,11 +96,12 @@ def main() -> None:
         os.write(proto, (json.dumps(msg) + "\n").encode())
 
     children: set[int] = set()
-    send({"ready": True})
-    buf = b""
+    send({"ready": True, "torch": torch_file})
+    buf, last = b"", time.monotonic()
     while True:
         ready, _, _ = select.select([0], [], [], 0.05)
         if ready:
+            last = time.monotonic()
             chunk = os.read(0, 1 << 16)
             if not chunk:
                 break
@@ -98,6 +122,9 @@ def main() -> None:
                 break
             children.discard(pid)
             send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            last = time.monotonic()
+        if idle_s is not None and not children and not buf and time.monotonic() - last > idle_s:
+            break
     for pid in children:
         try:
             os.killpg(pid, signal.SIGKILL)
