@@ -309,6 +309,8 @@ def test_a_forked_probe_takes_its_daemon_and_setsid_child_along(after, workspace
 def test_probes_outside_a_block_share_one_fork_server_that_survives_them(workspace, no_stray_processes):
     import os
 
+    import anyio
+
     from tools.probe_runner import SHARED_FORKS
 
     probe = _script(workspace, "probe_file.py", textwrap.dedent(FORKED_HEAD) + textwrap.dedent("""
@@ -323,8 +325,6 @@ def test_probes_outside_a_block_share_one_fork_server_that_survives_them(workspa
                 assert oc.returncode == 0, oc.stderr_tail
                 await anyio.sleep(0.1)
         return [await run_probe(str(probe), {}, workspace_root=workspace, python=sys.executable) for _ in range(2)]
-
-    import anyio
 
     first, second = run(go)
     forks = {s.proc.pid for s in SHARED_FORKS.servers.values()}

@@ -407,18 +407,16 @@ class ForkServers:
         if server is not None:
             server.pump()
             if server.dead or (server.up and server.torch is not None and _stamp(server.torch[0]) != server.torch):
-                server.close()
-                del self.servers[key]
-                server = None
-        if server is None:
-            while len(self.servers) >= self.MAX:
-                self.servers.pop(next(iter(self.servers))).close()
-            try:
-                server = self.servers[key] = ForkServer(interpreter, env, self.idle_s)
-            except OSError:
-                return None
-        server.pump()
-        return server if server.up and not server.dead else None
+                self.servers.pop(key).close()
+            else:
+                return server if server.up else None
+        while len(self.servers) >= self.MAX:
+            self.servers.pop(next(iter(self.servers))).close()
+        try:  # a new fork server is still importing torch: this probe starts fresh
+            self.servers[key] = ForkServer(interpreter, env, self.idle_s)
+        except OSError:
+            pass
+        return None
 
     def close(self) -> None:
         while self.servers:
