@@ -220,6 +220,29 @@ def test_lr_range_puts_an_lr_of_3_past_the_divergence_point():
     assert rep.suggested_lr < rep.current_lr
 
 
+# measured by lr_range_test on examples/realistic/transformer_lm/sql_char_lm_adam_lr_3e2 (a char LM, Adam at 3e-2;
+# its fixed twin trains at 1e-3): the pure placement is tested on those numbers, the probe itself above
+SQL_LM_RANGE = {"suggested_lr": 0.004535, "min_loss_lr": 0.04535, "diverged_at_lr": 1.072}
+
+
+def test_lr_range_calls_an_lr_short_of_the_minimum_but_far_over_the_suggestion_high_not_near():
+    rep = P.lr_report_from({**SQL_LM_RANGE, "current_lr": 0.03})
+    assert rep.current_position == "high" and "is high" in rep.headline()
+    assert [f.failure_mode for f in rep.findings] == ["lr_too_high"] and rep.findings[0].confidence < 0.5  # one signal
+    assert "6.6x the suggested" in rep.findings[0].summary and "lr=0.003" in rep.findings[0].fix
+    fixed = P.lr_report_from({**SQL_LM_RANGE, "current_lr": 1e-3})
+    assert fixed.current_position == "near" and not fixed.findings
+    assert P.lr_report_from({**SQL_LM_RANGE, "current_lr": 0.05}).current_position == "above"
+
+
+def test_a_crawling_one_batch_test_names_both_lr_directions_to_try():
+    # Adam at 3e-2 on that LM: one batch 4.23 -> 3.60 in 60 steps, where 1e-3 memorises it
+    rep = P.OverfitReport(outcome="slow", steps_run=60, initial_loss=4.23, final_loss=3.60, drop_fraction=0.15, lr=0.03)
+    [f] = P.overfit_findings(rep, {"loss_kind": "cross_entropy"})
+    assert f.failure_mode == "lr_too_low" and f.confidence < 0.5
+    assert "lr=0.003" in f.fix and "lr=0.3" in f.fix and "one direction or the other" in f.summary
+
+
 # ------------------------------------------------------------------ user errors are data, bad specs are errors
 
 def test_a_target_that_raises_a_shape_error_becomes_a_shape_mismatch_finding(workspace):

@@ -797,10 +797,17 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                                evidence=ev, fix=("Check in order: grad_norm_snapshot (broken graph, frozen params, "
                                                  "update ratio), the loss function's sign and inputs, then try lr 10x higher")))
         else:
+            # Adam at too high an LR crawls on one batch too (a char LM at 3e-2 stalls where 1e-3 memorises it):
+            # which way the LR is off takes a second run, not this one
+            lr = rep.lr if is_finite(rep.lr) and rep.lr > 0 else None
             out.append(Finding(failure_mode="lr_too_low", confidence=0.3,
-                               summary=f"the loss fell only {_fmt(rep.drop_fraction)} of the way on a single batch",
-                               evidence=ev, fix=("Run grad_norm_snapshot (dead units, vanishing gradients, update ratio) "
-                                                 "and lr_range_test before tuning anything")))
+                               summary=f"the loss fell only {_fmt(rep.drop_fraction)} of the way on a single batch: "
+                                       "the LR is off in one direction or the other, or something stops the model fitting",
+                               evidence=ev, fix=(f"Re-run overfit_test with lr={lr / 10:.3g}, then lr={lr * 10:.3g}: the "
+                                                 "one that memorises the batch says which way the LR is off; if neither "
+                                                 "does, run grad_norm_snapshot (dead units, vanishing gradients)"
+                                                 if lr else "Run grad_norm_snapshot (dead units, vanishing gradients, "
+                                                 "update ratio) and lr_range_test before tuning anything")))
     return out
 
 
@@ -1262,7 +1269,9 @@ class LrRangeReport(ProbeReport):
     min_loss_lr: Num = None
     diverged_at_lr: Num = None
     current_lr: Num = None
-    current_position: Literal["below", "near", "above", "diverging", "unknown"] = "unknown"
+    current_position: Literal["below", "near", "high", "above", "diverging", "unknown"] = Field(
+        "unknown", description="near: within 10x below the suggestion up to 3x above it; high: more than 3x above the "
+                               "suggestion but below the min-loss LR; above: past the min-loss LR")
     stopped: str | None = None
     optimizer: str | None = None
 
@@ -1271,6 +1280,9 @@ class LrRangeReport(ProbeReport):
             return f"lr_range_test: {self._error_line()}"
         return (f"lr_range_test: suggested LR {_fmt(self.suggested_lr)} (min loss at {_fmt(self.min_loss_lr)}, "
                 f"diverges from {_fmt(self.diverged_at_lr)}); current LR {_fmt(self.current_lr)} is {self.current_position}")
+
+
+HIGH_OVER_SUGGESTION = 3.0  # a current LR this many times the suggestion is "high", short of the min-loss LR
 
 
 def lr_report_from(raw: dict, **fields) -> LrRangeReport:
@@ -1284,6 +1296,8 @@ def lr_report_from(raw: dict, **fields) -> LrRangeReport:
             rep.current_position = "above"
         elif cur < sug / 10:
             rep.current_position = "below"
+        elif cur > HIGH_OVER_SUGGESTION * sug:
+            rep.current_position = "high"
         else:
             rep.current_position = "near"
     ev = [Evidence(what="current lr", value=cur, source="optimizer"), Evidence(what="suggested lr", value=sug, source="lr_range_test"),
@@ -1293,6 +1307,15 @@ def lr_report_from(raw: dict, **fields) -> LrRangeReport:
                                     summary=f"the current LR {cur:.3g} is past the loss minimum of the range test"
                                             + (" and in the region where the loss blows up" if rep.current_position == "diverging" else ""),
                                     evidence=ev, fix=f"Use an LR near {sug:.2g}"))
+    elif rep.current_position == "high":
+        # one signal, and a weak one: the suggestion is a rule of thumb (a tenth of the min-loss LR, fast.ai's
+        # lr_find habit on the curve of Smith 2015, "Cyclical Learning Rates"), and healthy runs train above it
+        rep.findings.append(Finding(failure_mode="lr_too_high", confidence=0.35,
+                                    summary=f"the current LR {cur:.3g} is {cur / sug:.1f}x the suggested {sug:.3g}, within "
+                                            f"{mn / cur:.1f}x of the LR where the range test's loss bottoms out",
+                                    evidence=ev, fix=(f"Confirm before changing it: overfit_test at lr={cur / 10:.3g} "
+                                                      "memorising the batch faster than at the current LR, or spikes in "
+                                                      f"the logged loss, say lower it toward {sug:.2g}")))
     elif rep.current_position == "below":
         rep.findings.append(Finding(failure_mode="lr_too_low", confidence=0.5,
                                     summary=f"the current LR {cur:.3g} is more than 10x below the suggested {sug:.3g}",
