@@ -457,6 +457,46 @@ def test_labels_that_generalise_at_the_lr_that_learns_clear_the_data():
     assert weighed["data_pipeline"].confidence < 0.5 < weighed["lr_too_low"].confidence
 
 
+def test_labels_untested_at_the_lr_that_learns_are_no_verdict_when_the_budget_ran_out():
+    """dev finetune/healthy_review_thaw on a loaded machine: data_check at the run's LR 5e-5 (its real-label copy
+    did not fit its batches) found no label signal, the one-batch test learns at 30x, and the budget ran out
+    before data_check ran there. The LR reading is a hypothesis (the log learns), so the labels are one too."""
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import lr_off, weigh_by_labels
+
+    lr = lr_off(_overfit(5e-5, "slow", 0.8055, 0.2275), _overfit(1.5e-3, "passed", 0.8055, 0.04996), _loss(0.7433, 0.6097))
+    assert lr.confidence < 0.5
+    labels = Finding(failure_mode="data_pipeline", confidence=0.9,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True, "fits_batches": False})
+    weighed = {f.failure_mode: f for f in weigh_by_labels([labels, lr], None)}
+    assert weighed["data_pipeline"].confidence < 0.5 and weighed["data_pipeline"].facts["untested_at_lr"]
+    assert "run data_check again" in weighed["data_pipeline"].summary
+    # a copy that fit its batches at the run's LR did test the labels: that finding stands
+    fitted = labels.model_copy(update={"facts": {**labels.facts, "fits_batches": True}})
+    assert weigh_by_labels([fitted, lr], None)[0].confidence == 0.9
+
+
+def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():
+    """dev autoencoder/healthy_faces_vae_kl_warmup: a conv VAE whose encoder ReLU is 79% idle, one batch not
+    memorised (KL plus BCE on grey pixels have a floor), but the run's loss halves and validation follows."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_learning
+
+    dead = [Finding(failure_mode="dead_units", confidence=0.8, summary="79% of encoder.6 at zero")]
+    slow = _overfit(1e-3, "slow", 613.8, 222.8)
+    val = SimpleNamespace(name="val_loss", first=264.9, min=157.2, last=157.2, count=10, trend="decreasing")
+    [f] = weigh_by_learning(dead, slow, _loss(314.8, 156.9), val)
+    assert f.confidence < 0.5 and "val_loss 264.9 -> best 157.2" in f.summary
+    assert weigh_by_learning(dead, slow, _loss(314.8, 156.9))[0].confidence == 0.8  # no validation: stands
+    assert weigh_by_learning(dead, slow, _loss(314.8, 300.0), val)[0].confidence == 0.8  # a stalled run: stands
+    # an LR still warming up at the end learns a little too: only a memorised batch says the run is just short
+    from tools.loop_checks import STILL_WARMING
+    warm = [Finding(failure_mode="lr_too_low", confidence=0.7, summary=f"{STILL_WARMING}: peak at step 5000")]
+    assert weigh_by_learning(warm, slow, _loss(314.8, 156.9), val)[0].confidence == 0.7
+
+
 def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
     """Dev run pump_fault_sentinel: rows dropped from X only, so every label after the first dropped row belongs to
     another row. One batch crawls at Adam 1e-3 (memorising noise is slow) and learns at 30x, which read as

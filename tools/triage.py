@@ -525,28 +525,37 @@ def at_lr_floor(slow: "probes.OverfitReport", log_loss) -> bool:
 INSIDE_ONLY = ("vanishing_gradients", "dead_units")
 
 
-def weigh_by_learning(findings: list[Finding], overfit, log_loss) -> list[Finding]:
-    """A model that memorises one batch, in a run whose logged loss falls, has gradients that reach where they
-    must and units that work: a per-layer scale pattern or idle units alone are then a hypothesis, not a
-    verdict (a conv autoencoder's first layer gets a gradient 1000x smaller than its last and trains fine)."""
+def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) -> list[Finding]:
+    """A model that memorises one batch, or whose validation loss learnt, in a run whose logged loss falls, has
+    gradients that reach where they must and units that work: a per-layer scale pattern or idle units alone are
+    then a hypothesis, not a verdict (a conv autoencoder's first layer gets a gradient 1000x smaller than its last
+    and trains fine). Validation stands in for the one-batch test where a loss has a floor one batch cannot
+    pass under (a VAE's KL term and the entropy of grey pixels under BCE)."""
     from tools.loop_checks import STILL_WARMING
 
-    learns = overfit is not None and getattr(overfit, "passed", False) and (log_loss is None or not stalled(log_loss))
-    if not learns:
+    memorised = overfit is not None and getattr(overfit, "passed", False)
+    generalised = log_loss is not None and val_learnt(log_val)
+    if not (memorised or generalised) or (log_loss is not None and stalled(log_loss)):
         return findings
     first, last = _first_last(log_loss)
-    seen_learning = f"one batch memorised in {overfit.steps_run} steps" + (
-        f", the run's {log_loss.name} fell {_fmt(first)} -> {_fmt(last)}" if log_loss is not None else "")
+    seen_learning = ", ".join(
+        ([f"one batch memorised in {overfit.steps_run} steps"] if memorised else [])
+        + ([f"the run's {log_loss.name} fell {_fmt(first)} -> {_fmt(last)}"] if log_loss is not None else [])
+        + ([f"{log_val.name} {_fmt(log_val.first)} -> best {_fmt(log_val.min)}"] if generalised else []))
     out = []
     for f in findings:
         # a run that stops during its warmup while its loss still falls is short, not broken (issue 13's healthy
-        # "warmup still in progress")
-        warming = f.failure_mode == "lr_too_low" and f.summary.startswith(STILL_WARMING)
+        # "warmup still in progress"); validation learning a little does not show that (a warmup longer than the
+        # run learns a little too), so this one needs the memorised batch
+        warming = memorised and f.failure_mode == "lr_too_low" and f.summary.startswith(STILL_WARMING)
         if (f.failure_mode in INSIDE_ONLY or warming) and f.confidence >= VERDICT:
             f = f.model_copy(update={
                 "confidence": VERDICT - 0.05,
                 "summary": f"{f.summary} (but the model learns: {seen_learning})",
-                "evidence": f.evidence + [Evidence(what="overfit_test", value="passed", source="overfit_test")]})
+                "evidence": f.evidence + ([Evidence(what="overfit_test", value="passed", source="overfit_test")]
+                                          if memorised else [Evidence(what=f"{log_val.name} first -> best",
+                                                                      value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)}",
+                                                                      source="log_metrics")])})
         out.append(f)
     return out
 
@@ -649,14 +658,19 @@ def labels_untested_at_an_lr_that_learns(findings: list[Finding], no_signal: Fin
     and the one-batch test learns only at a larger LR (lr_too_low), but data_check was not re-run there (the
     budget ran out first: a slow machine): at an LR too small to learn, neither copy learns, so the comparison
     says nothing about the labels. It stays below the LR verdict instead of outranking it (a symptom of the log
-    merged into it, such as a flat loss, is what the too-small LR explains too)."""
-    slow = next((f for f in findings if f.failure_mode == "lr_too_low" and f.confidence >= VERDICT), None)
+    merged into it, such as a flat loss, is what the too-small LR explains too). When the LR reading is itself a
+    hypothesis (the run's log shows it learning), the untested comparison is one too: it is no verdict either way,
+    whatever the machine's speed let triage finish."""
+    slow = next((f for f in findings if f.failure_mode == "lr_too_low"
+                 and (f.confidence >= VERDICT or one_batch_at_run_lr(f))), None)
     # a finding that names a line (a static rule merged in) is no symptom of the LR: it stands
-    if slow is None or no_signal.facts.get("fits_batches") or not no_signal.facts.get("symptom_only") \
-            or no_signal.confidence <= slow.confidence - 0.05:
+    if slow is None or no_signal.facts.get("fits_batches") or not no_signal.facts.get("symptom_only"):
+        return findings
+    cap = round(max(slow.confidence, VERDICT) - 0.05, 2)
+    if no_signal.confidence <= cap:
         return findings
     return [f.model_copy(update={
-        "confidence": round(slow.confidence - 0.05, 2), "facts": {**f.facts, "untested_at_lr": True},
+        "confidence": cap, "facts": {**f.facts, "untested_at_lr": True},
         "summary": f"{f.summary}; but that copy did not fit its own batches at the run's LR, which the one-batch "
                    "test finds too small: raise the LR first, then run data_check again"}) if f is no_signal else f
         for f in findings]
@@ -1118,7 +1132,7 @@ async def run_triage(
                                                                   schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_run_progress(weigh_by_loss_input(weigh_by_recurrence(
                               weigh_by_labels(weigh_by_log(
-                                  weigh_by_learning(fs, seen.get("overfit_test"), log_loss()), log_loss(),
+                                  weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
                               seen.get("grad_norm_snapshot:script"))), seen.get("overfit_test"), log_loss(), log_val()))
