@@ -477,6 +477,28 @@ def test_labels_untested_at_the_lr_that_learns_are_no_verdict_when_the_budget_ra
     assert weigh_by_labels([fitted, lr], None)[0].confidence == 0.9
 
 
+def test_overfitting_whose_validation_never_beat_the_label_prior_is_a_label_misalignment():
+    """dev tabular/orders_refund_groupby_merge: group-by features concatenated by position with labels in another
+    order. Training falls, validation turns up, but its best (0.652) never beat a copy trained on permuted labels
+    (0.656): nothing was learnt to overfit. Its fixed twin's validation (best 0.244) did: overfitting stands."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_prior
+
+    fit = Finding(failure_mode="overfitting", confidence=0.7, summary="loss keeps falling while val_loss turned up")
+    data = SimpleNamespace(held_out_loss_permuted_labels=0.6557, held_out_loss_at_init=0.708)
+
+    def val(first, best):
+        return SimpleNamespace(name="val_loss", first=first, min=best, last=0.78, count=10, trend="increasing")
+
+    top, second = weigh_by_prior([fit], data, val(0.6516, 0.6516))
+    assert top.failure_mode == "data_pipeline" and top.confidence > 0.7 and "permuted labels scores 0.6557" in top.summary
+    assert second.failure_mode == "overfitting" and second.confidence < 0.5
+    assert weigh_by_prior([fit], data, val(0.252, 0.244)) == [fit]  # learnt, then overfit
+    assert weigh_by_prior([fit], data, val(65.2, 65.2)) == [fit]  # another scale (a summed loss): no comparison
+    assert weigh_by_prior([fit], SimpleNamespace(), val(0.6516, 0.6516)) == [fit]  # no label comparison ran
+
+
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():
     """dev autoencoder/healthy_faces_vae_kl_warmup: a conv VAE whose encoder ReLU is 79% idle, one batch not
     memorised (KL plus BCE on grey pixels have a floor), but the run's loss halves and validation follows."""

@@ -609,6 +609,45 @@ def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
                                       "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
+PRIOR_MARGIN = 0.98  # validation's best above this share of the prior-only loss never beat the label distribution
+
+
+def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
+    """A curve read as overfitting (training falls, validation turns up) whose validation never got below what a
+    model knowing only the label distribution scores (data_check's copy trained on permuted labels, on a held-out
+    batch) never learnt anything from the inputs: its training loss fell by memorising labels that do not go with
+    their rows (a positional join after a group-by or a sort). Overfitting needs something learnt first to lose.
+    Two independent measurements agree here: the run's own validation and the probe's prior-only copy; the
+    validation series must be on the probe's scale (its first value within 2x of the loss at init)."""
+    fit = next((f for f in findings if f.failure_mode == "overfitting" and f.confidence >= VERDICT), None)
+    p, i0 = getattr(data, "held_out_loss_permuted_labels", None), getattr(data, "held_out_loss_at_init", None)
+    first, best = getattr(log_val, "first", None), getattr(log_val, "min", None)
+    if fit is None or not all(is_finite(v) and v > 0 for v in (p, i0, first, best)) or not 0.5 * i0 <= first <= 2 * i0:
+        return findings
+    if best < PRIOR_MARGIN * p:
+        return findings
+    cause = Finding(
+        failure_mode="data_pipeline", confidence=round(fit.confidence + 0.05, 2), facts={"never_beat_prior": True},
+        summary=f"{log_val.name} never got below the loss of a model that knows only the label distribution "
+                f"(best {_fmt(best)}, a copy trained on permuted labels scores {_fmt(p)}): the model learnt nothing "
+                "from the inputs, so its falling training loss is memorised labels that do not belong to their rows",
+        evidence=[Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
+                           source="log_metrics"),
+                  Evidence(what="held-out loss, trained on permuted labels (the label prior)", value=p,
+                           source="data_check"),
+                  Evidence(what="held-out loss at init", value=i0, source="data_check")],
+        fix=("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
+             "'one_to_one'), never by position after a group-by, sort, filter or reset_index; print a few rows "
+             "with their ids and labels side by side"),
+        avoid="Do not add regularisation or stop early: there is nothing learnt to keep")
+    held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
+    if held is not None:
+        cause = cause.model_copy(update={"confidence": max(cause.confidence, held.confidence),
+                                         "evidence": cause.evidence + held.evidence[:3]})
+    return [cause] + [explained(f, cause, "validation never beat the label prior: nothing was learnt to overfit")
+                      if f is fit else f for f in findings if f is not held]
+
+
 def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Finding]:
     """Real labels that generalise no better than permuted ones (data_check, trained at the user's LR) and a one-batch
     test that learns only at a larger LR (lr_too_low) confound each other: at an LR too small to learn, neither
@@ -1125,15 +1164,15 @@ async def run_triage(
         steps += [
             ("nan_hook_run", target_nan, 60.0),
             ("overfit_test", keep("overfit_test", overfit), 90.0),
-            ("data_check", lambda t, p: probes.data_check(w, target, py, t, p), 45.0),
+            ("data_check", keep("data_check", lambda t, p: probes.data_check(w, target, py, t, p)), 45.0),
         ]
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_run_progress(weigh_by_loss_input(weigh_by_recurrence(
-                              weigh_by_labels(weigh_by_log(
+                              weigh_by_labels(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
-                                  seen.get("nan_hook_run:script")),
+                                  seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
                               seen.get("grad_norm_snapshot:script"))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
