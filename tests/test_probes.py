@@ -241,6 +241,7 @@ def test_a_crawling_one_batch_test_names_both_lr_directions_to_try():
     [f] = P.overfit_findings(rep, {"loss_kind": "cross_entropy"})
     assert f.failure_mode == "lr_too_low" and f.confidence < 0.5
     assert "lr=0.003" in f.fix and "lr=0.3" in f.fix and "one direction or the other" in f.summary
+    assert "raise the LR until" not in f.avoid  # the mode's default advice would send the agent one way
 
 
 # ------------------------------------------------------------------ user errors are data, bad specs are errors

@@ -807,7 +807,8 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                                                  "one that memorises the batch says which way the LR is off; if neither "
                                                  "does, run grad_norm_snapshot (dead units, vanishing gradients)"
                                                  if lr else "Run grad_norm_snapshot (dead units, vanishing gradients, "
-                                                 "update ratio) and lr_range_test before tuning anything")))
+                                                 "update ratio) and lr_range_test before tuning anything"),
+                               avoid="Do not raise or lower the LR on this alone: one run at one LR cannot say which way"))
     return out
 
 
