@@ -497,6 +497,12 @@ def test_overfitting_whose_validation_never_beat_the_label_prior_is_a_label_misa
     assert weigh_by_prior([fit], data, val(0.252, 0.244)) == [fit]  # learnt, then overfit
     assert weigh_by_prior([fit], data, val(65.2, 65.2)) == [fit]  # another scale (a summed loss): no comparison
     assert weigh_by_prior([fit], SimpleNamespace(), val(0.6516, 0.6516)) == [fit]  # no label comparison ran
+    # a data_pipeline finding already there is folded in, its facts with it (weigh_by_labels reads them next)
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65, summary="no signal",
+                     facts={"symptom_only": True, "labels_no_signal": True})
+    weighed = weigh_by_prior([fit, labels], data, val(0.6516, 0.6516))
+    assert [f.failure_mode for f in weighed] == ["data_pipeline", "overfitting"]
+    assert weighed[0].facts["labels_no_signal"] and weighed[0].facts["never_beat_prior"]
 
 
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():

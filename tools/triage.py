@@ -642,8 +642,10 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         avoid="Do not add regularisation or stop early: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
     if held is not None:
+        # its facts travel with it, as in merge_findings: weigh_by_labels still reads a label comparison's
         cause = cause.model_copy(update={"confidence": max(cause.confidence, held.confidence),
-                                         "evidence": cause.evidence + held.evidence[:3]})
+                                         "evidence": cause.evidence + held.evidence[:3],
+                                         "facts": {**held.facts, **cause.facts}})
     return [cause] + [explained(f, cause, "validation never beat the label prior: nothing was learnt to overfit")
                       if f is fit else f for f in findings if f is not held]
 
