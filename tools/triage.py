@@ -542,6 +542,9 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) 
         ([f"one batch memorised in {overfit.steps_run} steps"] if memorised else [])
         + ([f"the run's {log_loss.name} fell {_fmt(first)} -> {_fmt(last)}"] if log_loss is not None else [])
         + ([f"{log_val.name} {_fmt(log_val.first)} -> best {_fmt(log_val.min)}"] if generalised else []))
+    shown = (Evidence(what="overfit_test", value="passed", source="overfit_test") if memorised else
+             Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)}",
+                      source="log_metrics"))
     out = []
     for f in findings:
         # a run that stops during its warmup while its loss still falls is short, not broken (issue 13's healthy
@@ -552,10 +555,7 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) 
             f = f.model_copy(update={
                 "confidence": VERDICT - 0.05,
                 "summary": f"{f.summary} (but the model learns: {seen_learning})",
-                "evidence": f.evidence + ([Evidence(what="overfit_test", value="passed", source="overfit_test")]
-                                          if memorised else [Evidence(what=f"{log_val.name} first -> best",
-                                                                      value=f"{_fmt(log_val.first)} -> {_fmt(log_val.min)}",
-                                                                      source="log_metrics")])})
+                "evidence": f.evidence + [shown]})
         out.append(f)
     return out
 
