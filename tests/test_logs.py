@@ -286,6 +286,17 @@ def test_key_value_formats_give_the_same_series(tmp_path, fmt):
     assert r.step_source in ("step", "it")
 
 
+def test_smoothed_last_of_a_short_per_epoch_series_sits_at_its_end_not_its_start(tmp_path):
+    """Ten epoch lines of a VAE: seeding the EMA with the first value read 314.8 -> 156.9 as 'ended at 229.9'."""
+    vals = [314.8, 231.0, 205.2, 190.1, 180.4, 172.3, 166.8, 162.0, 159.1, 156.9]
+    p = tmp_path / "vae.log"
+    p.write_text("".join(f"Epoch {e}: train_loss={v}\n" for e, v in enumerate(vals)))
+    s = series(log_metrics(p), "train_loss")
+    assert 156.9 <= s.smoothed_last <= 175, s
+    p.write_text("".join(f"step {i} loss 2.0\n" for i in range(300)))
+    assert series(log_metrics(p), "loss").smoothed_last == pytest.approx(2.0)
+
+
 def test_logger_location_is_not_a_series_and_warnings_do_not_break_the_columns(tmp_path):
     p = tmp_path / "m.log"
     with open(p, "w") as f:

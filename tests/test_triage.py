@@ -505,6 +505,32 @@ def test_overfitting_whose_validation_never_beat_the_label_prior_is_a_label_misa
     assert weighed[0].facts["labels_no_signal"] and weighed[0].facts["never_beat_prior"]
 
 
+def test_training_that_learnt_without_memorising_while_validation_got_worse_than_the_prior_is_a_pipeline_split():
+    """dev tabular/crop_type_season_factorize: class ids factorised separately for the train and val seasons.
+    Training falls to 0.46 (30% of the label prior 1.554) without memorising; validation barely beat the prior
+    (1.430) and ends at 2.52. Genuine overfitting either learnt first (validation well under the prior) or
+    memorised (training near zero) before validation climbed past the prior."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_prior
+
+    def fit(val_end, train_end):
+        return Finding(failure_mode="overfitting", confidence=0.7, summary="train_loss keeps falling",
+                       facts={"val_fell": 0.0, "val_best": 1.525, "val_end": val_end, "train_end": train_end})
+
+    data = SimpleNamespace(held_out_loss_permuted_labels=1.554, held_out_loss_at_init=1.608)
+    val = SimpleNamespace(name="val_loss", first=1.430, min=1.430, last=2.524, count=20, trend="increasing")
+    top, second = weigh_by_prior([fit(2.524, 0.464)], data, val)
+    assert top.failure_mode == "data_pipeline" and "without memorising" in top.summary and "same label" in top.fix
+    assert second.failure_mode == "overfitting" and second.confidence < 0.5
+    memorised = fit(2.524, 0.05)
+    assert weigh_by_prior([memorised], data, val) == [memorised]
+    near_prior = fit(1.60, 0.464)  # validation drifted up but not past the prior
+    assert weigh_by_prior([near_prior], data, val) == [near_prior]
+    learnt = fit(2.524, 0.464)  # validation learnt first (best 0.9): that is overfitting
+    assert weigh_by_prior([learnt], data, SimpleNamespace(**{**vars(val), "first": 1.2, "min": 0.9})) == [learnt]
+
+
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():
     """dev autoencoder/healthy_faces_vae_kl_warmup: a conv VAE whose encoder ReLU is 79% idle, one batch not
     memorised (KL plus BCE on grey pixels have a floor), but the run's loss halves and validation follows."""

@@ -903,12 +903,16 @@ class _Series:
         return self.b_step, [s / n for s, n in zip(self.b_sum, self.b_n)]
 
     def ema(self, weight: float = 0.9) -> float | None:
+        # The window (1/(1-weight) points) shrinks to a fifth of a short series, and the start is zero with
+        # Adam's bias correction: seeded with its first value, a 10-point per-epoch VAE series 314.8 -> 156.9
+        # read as "ended at 229.9", and a healthy run that fell by a third looked stalled.
         if not self.tail:
             return None
-        v = self.tail[0]
+        weight = min(weight, 1 - 1 / max(1.0, len(self.tail) / 5))
+        v = 0.0
         for x in self.tail:
             v = weight * v + (1 - weight) * x
-        return v
+        return v / (1 - weight ** len(self.tail))
 
 
 Trend = Literal["decreasing", "increasing", "flat", "unknown"]
@@ -931,7 +935,7 @@ class SeriesStats(BaseModel):
     first_nonfinite_step: float | int | None
     first_step: float | int | None
     last_step: float | int | None
-    smoothed_last: Num = Field(description="EMA (weight 0.9) of the last finite values")
+    smoothed_last: Num = Field(description="EMA of the last finite values (window 10 points, or a fifth of a shorter series)")
     trend: Trend = Field(description="over the last part of the run, relative to the part before")
 
 
@@ -1518,7 +1522,9 @@ def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding
     src = f"log_metrics {src_name}"
     # how far validation fell before it turned: ~0 is a model that never generalised, memorising from the start
     fell = 1 - v_lo / vy[0] if vy[0] > 0 else None
-    return Finding(failure_mode="overfitting", confidence=0.7, facts={"val_fell": fell},
+    train_end = _median(at[-max(1, len(at) // 5):])
+    return Finding(failure_mode="overfitting", confidence=0.7,
+                   facts={"val_fell": fell, "val_best": v_lo, "val_end": v_end, "train_end": train_end},
                    summary=f"{loss.name} keeps falling while {val.name} turned up after step {_step_out(vs[i])}",
                    evidence=[Evidence(what=f"{val.name} best", value=v_lo, source=f"{src} step {_step_out(vs[i])}"),
                              Evidence(what=f"{val.name} end", value=v_end, source=src),

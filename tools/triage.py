@@ -610,6 +610,11 @@ def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
 
 
 PRIOR_MARGIN = 0.98  # validation's best above this share of the prior-only loss never beat the label distribution
+# validation that at its best barely beat the prior (this share of it) and ended worse than the prior ...
+BARELY_BEAT, ENDED_WORSE = 0.85, 1.1
+# ... while training fell to this band of the prior: it learnt (below the upper end) without memorising its rows
+# (above the lower end; a model that overfits its way past the prior has near-zero training loss)
+TRAIN_LEARNT = (0.15, 0.5)
 
 
 def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
@@ -624,21 +629,39 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
     first, best = getattr(log_val, "first", None), getattr(log_val, "min", None)
     if fit is None or not all(is_finite(v) and v > 0 for v in (p, i0, first, best)) or not 0.5 * i0 <= first <= 2 * i0:
         return findings
-    if best < PRIOR_MARGIN * p:
+    v_end, t_end = fit.facts.get("val_end"), fit.facts.get("train_end")
+    transfers_nothing = (is_finite(v_end) and is_finite(t_end) and best >= BARELY_BEAT * p
+                         and v_end >= ENDED_WORSE * p and TRAIN_LEARNT[0] * p <= t_end <= TRAIN_LEARNT[1] * p)
+    if best < PRIOR_MARGIN * p and not transfers_nothing:
         return findings
+    evidence = [Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
+                         source="log_metrics"),
+                Evidence(what="held-out loss, trained on permuted labels (the label prior)", value=p,
+                         source="data_check"),
+                Evidence(what="held-out loss at init", value=i0, source="data_check")]
+    if best >= PRIOR_MARGIN * p:
+        summary = (f"{log_val.name} never got below the loss of a model that knows only the label distribution "
+                   f"(best {_fmt(best)}, a copy trained on permuted labels scores {_fmt(p)}): the model learnt "
+                   "nothing from the inputs, so its falling training loss is memorised labels that do not belong "
+                   "to their rows")
+        fix = ("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
+               "'one_to_one'), never by position after a group-by, sort, filter or reset_index; print a few rows "
+               "with their ids and labels side by side")
+    else:
+        # Overfitting first generalises, then memorises (Arpit et al. 2017, "A closer look at memorization in
+        # deep networks"): training that learnt this much without memorising would have carried validation with it
+        summary = (f"training learnt (its loss fell to {_fmt(t_end)}, {t_end / p:.0%} of the label prior "
+                   f"{_fmt(p)}) without memorising, yet {log_val.name} at its best barely beat the prior "
+                   f"({_fmt(best)}) and ended worse than it ({_fmt(v_end)}): what training learns does not hold "
+                   "on the validation data, so the two are labelled or prepared differently")
+        evidence.append(Evidence(what=f"{log_val.name} end / training loss end", value=f"{_fmt(v_end)} / {_fmt(t_end)}",
+                                 source="log_metrics"))
+        fix = ("Build the training and validation sets through one code path: the same label/class-id map (fit it "
+               "once, on all labels, e.g. sorted class names), the same scaler and encoders fitted on training and "
+               "applied to both, rows joined to labels on a key; print a few validation rows with their ids and labels")
     cause = Finding(
         failure_mode="data_pipeline", confidence=round(fit.confidence + 0.05, 2), facts={"never_beat_prior": True},
-        summary=f"{log_val.name} never got below the loss of a model that knows only the label distribution "
-                f"(best {_fmt(best)}, a copy trained on permuted labels scores {_fmt(p)}): the model learnt nothing "
-                "from the inputs, so its falling training loss is memorised labels that do not belong to their rows",
-        evidence=[Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
-                           source="log_metrics"),
-                  Evidence(what="held-out loss, trained on permuted labels (the label prior)", value=p,
-                           source="data_check"),
-                  Evidence(what="held-out loss at init", value=i0, source="data_check")],
-        fix=("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
-             "'one_to_one'), never by position after a group-by, sort, filter or reset_index; print a few rows "
-             "with their ids and labels side by side"),
+        summary=summary, evidence=evidence, fix=fix,
         avoid="Do not add regularisation or stop early: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
     if held is not None:
@@ -646,8 +669,9 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         cause = cause.model_copy(update={"confidence": max(cause.confidence, held.confidence),
                                          "evidence": cause.evidence + held.evidence[:3],
                                          "facts": {**held.facts, **cause.facts}})
-    return [cause] + [explained(f, cause, "validation never beat the label prior: nothing was learnt to overfit")
-                      if f is fit else f for f in findings if f is not held]
+    why = ("validation never beat the label prior: nothing was learnt to overfit" if best >= PRIOR_MARGIN * p else
+           "training learnt without memorising while validation got worse than the label prior")
+    return [cause] + [explained(f, cause, why) if f is fit else f for f in findings if f is not held]
 
 
 def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Finding]:
