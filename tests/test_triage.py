@@ -531,6 +531,29 @@ def test_training_that_learnt_without_memorising_while_validation_got_worse_than
     assert weigh_by_prior([learnt], data, SimpleNamespace(**{**vars(val), "first": 1.2, "min": 0.9})) == [learnt]
 
 
+def test_validation_that_never_learnt_and_labels_no_better_than_permuted_ones_is_a_pipeline_bug():
+    """dev finetune/landcover_cached_features_shuffled: embeddings cached from a shuffled loader, labels in dataset
+    order. Validation 1.833 -> best 1.814 (the prior is 1.801); data_check's real- and permuted-label copies both
+    fell from 3.01 at init to 1.80: the LR learns, the labels carry nothing. A too-small LR (both copies stuck at
+    init) or a validation that learnt says nothing here."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_prior
+
+    data = SimpleNamespace(held_out_loss_permuted_labels=1.8014, held_out_loss_at_init=3.014,
+                           held_out_loss_real_labels=1.8021)
+    val = SimpleNamespace(name="val_loss", first=1.833, min=1.744, last=1.832, smoothed_last=1.832, count=30,
+                          trend="flat")  # one noisy epoch dipped to 1.744
+    weak = Finding(failure_mode="data_pipeline", confidence=0.4, summary="batch[0] is not normalised")
+    top, = weigh_by_prior([weak], data, val)
+    assert top.failure_mode == "data_pipeline" and top.confidence >= 0.7 and "generalises no better" in top.summary
+    assert weigh_by_prior([weak], SimpleNamespace(**{**vars(data), "held_out_loss_permuted_labels": 2.95,
+                                                     "held_out_loss_real_labels": 2.96}), val) == [weak]
+    assert weigh_by_prior([weak], SimpleNamespace(**{**vars(data), "held_out_loss_real_labels": 1.2}), val) == [weak]
+    learnt = SimpleNamespace(**{**vars(val), "min": 1.2, "smoothed_last": 1.25})
+    assert weigh_by_prior([weak], data, learnt) == [weak]
+
+
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():
     """dev autoencoder/healthy_faces_vae_kl_warmup: a conv VAE whose encoder ReLU is 79% idle, one batch not
     memorised (KL plus BCE on grey pixels have a floor), but the run's loss halves and validation follows."""

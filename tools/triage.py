@@ -615,41 +615,52 @@ BARELY_BEAT, ENDED_WORSE = 0.85, 1.1
 # ... while training fell to this band of the prior: it learnt (below the upper end) without memorising its rows
 # (above the lower end; a model that overfits its way past the prior has near-zero training loss)
 TRAIN_LEARNT = (0.15, 0.5)
+PRIOR_LEARNT = 0.9  # a permuted-label copy whose held-out loss fell under this share of init learnt the prior: the LR learns
+NO_TRANSFER = 0.65  # validation and data_check agree that nothing transfers (before the +0.05 of two signals)
 
 
 def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
-    """A curve read as overfitting (training falls, validation turns up) whose validation never got below what a
-    model knowing only the label distribution scores (data_check's copy trained on permuted labels, on a held-out
-    batch) never learnt anything from the inputs: its training loss fell by memorising labels that do not go with
-    their rows (a positional join after a group-by or a sort). Overfitting needs something learnt first to lose.
-    Two independent measurements agree here: the run's own validation and the probe's prior-only copy; the
-    validation series must be on the probe's scale (its first value within 2x of the loss at init)."""
+    """The run's own validation against what a model knowing only the label distribution scores (data_check's copy
+    trained on permuted labels, on a held-out batch): two independent measurements. Three pictures mean the rows
+    and their labels (or the training and validation sets) do not go together:
+    - a curve read as overfitting whose validation never got below the prior: nothing was learnt to overfit, the
+      falling training loss is memorised labels that do not belong to their rows (a positional join);
+    - a curve read as overfitting whose training learnt a lot without memorising while validation barely beat the
+      prior and ended worse than it: what training learns does not hold on validation (two label maps);
+    - validation that ended no better than its first value nor the prior, where data_check's real-label copy
+      generalised no better than its permuted one although both learnt the label distribution (so the LR learns).
+    The validation series must be on the probe's scale (its first value within 2x of the loss at init)."""
     fit = next((f for f in findings if f.failure_mode == "overfitting" and f.confidence >= VERDICT), None)
     p, i0 = getattr(data, "held_out_loss_permuted_labels", None), getattr(data, "held_out_loss_at_init", None)
+    r = getattr(data, "held_out_loss_real_labels", None)
     first, best = getattr(log_val, "first", None), getattr(log_val, "min", None)
-    if fit is None or not all(is_finite(v) and v > 0 for v in (p, i0, first, best)) or not 0.5 * i0 <= first <= 2 * i0:
-        return findings
-    v_end, t_end = fit.facts.get("val_end"), fit.facts.get("train_end")
-    transfers_nothing = (is_finite(v_end) and is_finite(t_end) and best >= BARELY_BEAT * p
-                         and v_end >= ENDED_WORSE * p and TRAIN_LEARNT[0] * p <= t_end <= TRAIN_LEARNT[1] * p)
-    if best < PRIOR_MARGIN * p and not transfers_nothing:
+    if not all(is_finite(v) and v > 0 for v in (p, i0, first, best)) or not 0.5 * i0 <= first <= 2 * i0:
         return findings
     evidence = [Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
                          source="log_metrics"),
                 Evidence(what="held-out loss, trained on permuted labels (the label prior)", value=p,
                          source="data_check"),
                 Evidence(what="held-out loss at init", value=i0, source="data_check")]
-    if best >= PRIOR_MARGIN * p:
+    pair_rows = ("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
+                 "'one_to_one'), never by position after a group-by, sort, filter or reset_index; index inputs and "
+                 "labels together (one permutation, one order for both); print a few rows with their ids and labels")
+    v_end, t_end = (fit.facts.get("val_end"), fit.facts.get("train_end")) if fit else (None, None)
+    # judged at its end (an EMA), not its minimum: one noisy epoch's dip is not learning
+    end = getattr(log_val, "smoothed_last", None)
+    never_learnt = ((log_val.count or 0) >= 3 and is_finite(end) and end >= (1 - VAL_NEVER_LEARNT) * first
+                    and end >= PRIOR_MARGIN * p and is_finite(r) and r > p - 0.05 * i0 and p <= PRIOR_LEARNT * i0)
+    if fit is not None and best >= PRIOR_MARGIN * p:
+        why = "validation never beat the label prior: nothing was learnt to overfit"
         summary = (f"{log_val.name} never got below the loss of a model that knows only the label distribution "
                    f"(best {_fmt(best)}, a copy trained on permuted labels scores {_fmt(p)}): the model learnt "
                    "nothing from the inputs, so its falling training loss is memorised labels that do not belong "
                    "to their rows")
-        fix = ("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
-               "'one_to_one'), never by position after a group-by, sort, filter or reset_index; print a few rows "
-               "with their ids and labels side by side")
-    else:
+        fix = pair_rows
+    elif (fit is not None and is_finite(v_end) and is_finite(t_end) and best >= BARELY_BEAT * p
+          and v_end >= ENDED_WORSE * p and TRAIN_LEARNT[0] * p <= t_end <= TRAIN_LEARNT[1] * p):
         # Overfitting first generalises, then memorises (Arpit et al. 2017, "A closer look at memorization in
         # deep networks"): training that learnt this much without memorising would have carried validation with it
+        why = "training learnt without memorising while validation got worse than the label prior"
         summary = (f"training learnt (its loss fell to {_fmt(t_end)}, {t_end / p:.0%} of the label prior "
                    f"{_fmt(p)}) without memorising, yet {log_val.name} at its best barely beat the prior "
                    f"({_fmt(best)}) and ended worse than it ({_fmt(v_end)}): what training learns does not hold "
@@ -659,18 +670,28 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         fix = ("Build the training and validation sets through one code path: the same label/class-id map (fit it "
                "once, on all labels, e.g. sorted class names), the same scaler and encoders fitted on training and "
                "applied to both, rows joined to labels on a key; print a few validation rows with their ids and labels")
+    elif fit is None and never_learnt:
+        why = None
+        summary = (f"{log_val.name} ended no better than its first value nor the label prior ({_fmt(first)} -> "
+                   f"{_fmt(end)}; a copy trained on permuted labels scores {_fmt(p)}), and a copy trained on the real labels "
+                   f"generalises no better ({_fmt(r)}) although both learnt the label distribution (from "
+                   f"{_fmt(i0)} at init): the labels, as the pipeline delivers them, do not go with their inputs")
+        evidence[0] = Evidence(what=f"{log_val.name} first -> end", value=f"{_fmt(first)} -> {_fmt(end)}",
+                               source="log_metrics")
+        evidence.insert(1, Evidence(what="held-out loss, trained on real labels", value=r, source="data_check"))
+        fix = pair_rows
+    else:
+        return findings
     cause = Finding(
-        failure_mode="data_pipeline", confidence=round(fit.confidence + 0.05, 2), facts={"never_beat_prior": True},
-        summary=summary, evidence=evidence, fix=fix,
-        avoid="Do not add regularisation or stop early: there is nothing learnt to keep")
+        failure_mode="data_pipeline", confidence=round((fit.confidence if fit else NO_TRANSFER) + 0.05, 2),
+        facts={"never_beat_prior": True}, summary=summary, evidence=evidence, fix=fix,
+        avoid="Do not add regularisation, stop early or tune the LR: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
     if held is not None:
         # its facts travel with it, as in merge_findings: weigh_by_labels still reads a label comparison's
         cause = cause.model_copy(update={"confidence": max(cause.confidence, held.confidence),
                                          "evidence": cause.evidence + held.evidence[:3],
                                          "facts": {**held.facts, **cause.facts}})
-    why = ("validation never beat the label prior: nothing was learnt to overfit" if best >= PRIOR_MARGIN * p else
-           "training learnt without memorising while validation got worse than the label prior")
     return [cause] + [explained(f, cause, why) if f is fit else f for f in findings if f is not held]
 
 
