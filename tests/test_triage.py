@@ -597,27 +597,6 @@ def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses()
     assert weigh_by_learning(warm, slow, _loss(314.8, 156.9), val)[0].confidence == 0.7
 
 
-def test_a_steady_middle_tier_gradient_norm_in_a_run_that_learns_smoothly_is_a_hypothesis():
-    """A norm of 10-100 read once grows with the parameter count and the loss's reduction: with a logged loss that
-    stayed finite and never rose above its start, and validation that learnt, it is no explosion. A loss that
-    spiked above its start, a norm over 100, or an unclipped recurrent net keep the verdict."""
-    from types import SimpleNamespace
-
-    from tools.triage import weigh_by_learning
-
-    norm = Finding(failure_mode="exploding_gradients", confidence=0.64, summary="global gradient norm 37 is above 10")
-    val = SimpleNamespace(name="val_loss", first=264.9, min=157.2, last=157.2, count=10, trend="decreasing")
-    smooth = SimpleNamespace(**{**vars(_loss(314.8, 156.9)), "max": 314.8, "nonfinite": 0})
-    [f] = weigh_by_learning([norm], None, smooth, val)
-    assert f.confidence < 0.5 and "the model learns" in f.summary
-    spiked = SimpleNamespace(**{**vars(smooth), "max": 900.0})
-    assert weigh_by_learning([norm], None, spiked, val)[0].confidence == 0.64
-    big = norm.model_copy(update={"confidence": 0.8})
-    assert weigh_by_learning([big], None, smooth, val)[0].confidence == 0.8
-    rnn = norm.model_copy(update={"facts": {"unclipped_recurrent": True}})
-    assert weigh_by_learning([rnn], None, smooth, val)[0].confidence == 0.64
-
-
 def test_labels_without_signal_at_an_lr_that_fits_explain_the_slow_batch():
     """Dev run pump_fault_sentinel: rows dropped from X only, so every label after the first dropped row belongs to
     another row. One batch crawls at Adam 1e-3 (memorising noise is slow) and learns at 30x, which read as

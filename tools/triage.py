@@ -525,16 +525,6 @@ def at_lr_floor(slow: "probes.OverfitReport", log_loss) -> bool:
 INSIDE_ONLY = ("vanishing_gradients", "dead_units")
 
 
-def steady_norm(f: Finding, log_loss) -> bool:
-    """A gradient norm of 10-100 (the middle tier, no recurrence left unclipped) read at one point, in a run whose
-    logged loss stayed finite and never rose above where it started: large in absolute terms only. A norm grows
-    with the parameter count and the loss's reduction; an explosion shows in the loss (spikes, divergence, NaN)."""
-    first = getattr(log_loss, "first", None)
-    return (f.failure_mode == "exploding_gradients" and f.confidence < 0.7 and not f.facts.get("unclipped_recurrent")
-            and log_loss is not None and not getattr(log_loss, "nonfinite", 0) and is_finite(first) and first > 0
-            and is_finite(getattr(log_loss, "max", None)) and log_loss.max <= 1.05 * first)
-
-
 def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) -> list[Finding]:
     """A model that memorises one batch, or whose validation loss learnt, in a run whose logged loss falls, has
     gradients that reach where they must and units that work: a per-layer scale pattern or idle units alone are
@@ -561,7 +551,7 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) 
         # "warmup still in progress"); validation learning a little does not show that (a warmup longer than the
         # run learns a little too), so this one needs the memorised batch
         warming = memorised and f.failure_mode == "lr_too_low" and f.summary.startswith(STILL_WARMING)
-        if (f.failure_mode in INSIDE_ONLY or warming or steady_norm(f, log_loss)) and f.confidence >= VERDICT:
+        if (f.failure_mode in INSIDE_ONLY or warming) and f.confidence >= VERDICT:
             f = f.model_copy(update={
                 "confidence": VERDICT - 0.05,
                 "summary": f"{f.summary} (but the model learns: {seen_learning})",
