@@ -554,6 +554,29 @@ def test_validation_that_never_learnt_and_labels_no_better_than_permuted_ones_is
     assert weigh_by_prior([weak], data, learnt) == [weak]
 
 
+def test_a_regression_whose_validation_sits_at_the_target_variance_with_labels_no_better_than_permuted():
+    """dev rnn_seq/bearing_rul_clip_file_order: clips sorted as text beside labels sorted by number. Validation MSE
+    0.104 -> 0.1055 from its first epoch, the targets' variance 0.1076 (R^2 = 0); the probe's losses (init 0.487)
+    are on another footing (a fresh model, 40 steps), its real- and permuted-label copies equal (0.296, 0.294)."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_prior
+
+    labels = SimpleNamespace(counts=[], std=0.328, mean=0.63)
+    data = SimpleNamespace(held_out_loss_permuted_labels=0.2941, held_out_loss_at_init=0.4869,
+                           held_out_loss_real_labels=0.2958, labels=labels)
+    val = SimpleNamespace(name="val_loss", first=0.1041, min=0.1036, last=0.1055, smoothed_last=0.1055, count=12,
+                          trend="flat")
+    top, = weigh_by_prior([], data, val)
+    assert top.failure_mode == "data_pipeline" and "variance is 0.1076" in top.summary
+    learnt = SimpleNamespace(**{**vars(val), "smoothed_last": 0.06, "min": 0.06, "last": 0.06})
+    assert weigh_by_prior([], data, learnt) == []  # R^2 0.44: it learnt
+    signal = SimpleNamespace(**{**vars(data), "held_out_loss_real_labels": 0.2})
+    assert weigh_by_prior([], signal, val) == []  # real labels generalise in the probe
+    classes = SimpleNamespace(**{**vars(data), "labels": SimpleNamespace(counts=[60, 68], std=0.5, mean=0.5)})
+    assert weigh_by_prior([], classes, val) == []  # class ids: their spread is no prior
+
+
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():
     """dev autoencoder/healthy_faces_vae_kl_warmup: a conv VAE whose encoder ReLU is 79% idle, one batch not
     memorised (KL plus BCE on grey pixels have a floor), but the run's loss halves and validation follows."""

@@ -615,6 +615,7 @@ BARELY_BEAT, ENDED_WORSE = 0.85, 1.1
 # ... while training fell to this band of the prior: it learnt (below the upper end) without memorising its rows
 # (above the lower end; a model that overfits its way past the prior has near-zero training loss)
 TRAIN_LEARNT = (0.15, 0.5)
+VAR_MARGIN = 0.9  # a squared error's validation end above this share of the target variance: R^2 under 0.1
 PRIOR_LEARNT = 0.9  # a permuted-label copy whose held-out loss fell under this share of init learnt the prior: the LR learns
 NO_TRANSFER = 0.65  # validation and data_check agree that nothing transfers (before the +0.05 of two signals)
 
@@ -634,7 +635,14 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
     p, i0 = getattr(data, "held_out_loss_permuted_labels", None), getattr(data, "held_out_loss_at_init", None)
     r = getattr(data, "held_out_loss_real_labels", None)
     first, best = getattr(log_val, "first", None), getattr(log_val, "min", None)
-    if not all(is_finite(v) and v > 0 for v in (p, i0, first, best)) or not 0.5 * i0 <= first <= 2 * i0:
+    if not all(is_finite(v) and v > 0 for v in (p, i0, first, best)):
+        return findings
+    # a regression target's prior under a squared error is its variance (R^2 = 0): validation logged after a first
+    # epoch that already learnt the mean sits there, far under the probe's loss at init
+    std = getattr(getattr(data, "labels", None), "std", None)
+    var = std ** 2 if is_finite(std) and std > 0 and not getattr(data.labels, "counts", None) else None
+    on_var = var is not None and 0.5 * var <= first <= 2 * var and not 0.5 * i0 <= first <= 2 * i0
+    if not (0.5 * i0 <= first <= 2 * i0 or on_var):
         return findings
     evidence = [Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
                          source="log_metrics"),
@@ -647,8 +655,12 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
     v_end, t_end = (fit.facts.get("val_end"), fit.facts.get("train_end")) if fit else (None, None)
     # judged at its end (an EMA), not its minimum: one noisy epoch's dip is not learning
     end = getattr(log_val, "smoothed_last", None)
+    prior = var if on_var else p
     never_learnt = ((log_val.count or 0) >= 3 and is_finite(end) and end >= (1 - VAL_NEVER_LEARNT) * first
-                    and end >= PRIOR_MARGIN * p and is_finite(r) and r > p - 0.05 * i0 and p <= PRIOR_LEARNT * i0)
+                    and end >= (VAR_MARGIN if on_var else PRIOR_MARGIN) * prior and is_finite(r)
+                    and r > p - 0.05 * i0 and p <= PRIOR_LEARNT * i0)
+    if on_var and not never_learnt:
+        return findings  # the overfitting pictures compare with the probe's own scale only
     if fit is not None and best >= PRIOR_MARGIN * p:
         why = "validation never beat the label prior: nothing was learnt to overfit"
         summary = (f"{log_val.name} never got below the loss of a model that knows only the label distribution "
@@ -672,13 +684,18 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
                "applied to both, rows joined to labels on a key; print a few validation rows with their ids and labels")
     elif fit is None and never_learnt:
         why = None
+        learnt_what = "targets' mean" if on_var else "label distribution"
+        said_prior = (f"the targets' variance is {_fmt(var)}, what predicting their mean scores" if on_var else
+                      f"a copy trained on permuted labels scores {_fmt(p)}")
         summary = (f"{log_val.name} ended no better than its first value nor the label prior ({_fmt(first)} -> "
-                   f"{_fmt(end)}; a copy trained on permuted labels scores {_fmt(p)}), and a copy trained on the real labels "
-                   f"generalises no better ({_fmt(r)}) although both learnt the label distribution (from "
+                   f"{_fmt(end)}; {said_prior}), and a copy trained on the real labels "
+                   f"generalises no better ({_fmt(r)}) although both learnt the {learnt_what} (from "
                    f"{_fmt(i0)} at init): the labels, as the pipeline delivers them, do not go with their inputs")
         evidence[0] = Evidence(what=f"{log_val.name} first -> end", value=f"{_fmt(first)} -> {_fmt(end)}",
                                source="log_metrics")
         evidence.insert(1, Evidence(what="held-out loss, trained on real labels", value=r, source="data_check"))
+        if on_var:
+            evidence.insert(1, Evidence(what="target variance (a squared error's prior)", value=var, source="data_check"))
         fix = pair_rows
     else:
         return findings
