@@ -516,7 +516,7 @@ def test_training_that_learnt_without_memorising_while_validation_got_worse_than
 
     def fit(val_end, train_end):
         return Finding(failure_mode="overfitting", confidence=0.7, summary="train_loss keeps falling",
-                       facts={"val_fell": 0.0, "val_best": 1.525, "val_end": val_end, "train_end": train_end})
+                       facts={"val_fell": 0.0, "val_end": val_end, "train_end": train_end})
 
     data = SimpleNamespace(held_out_loss_permuted_labels=1.554, held_out_loss_at_init=1.608)
     val = SimpleNamespace(name="val_loss", first=1.430, min=1.430, last=2.524, count=20, trend="increasing")

@@ -1524,7 +1524,7 @@ def _train_val_divergence(loss: _Series, val: _Series, src_name: str) -> Finding
     fell = 1 - v_lo / vy[0] if vy[0] > 0 else None
     train_end = _median(at[-max(1, len(at) // 5):])
     return Finding(failure_mode="overfitting", confidence=0.7,
-                   facts={"val_fell": fell, "val_best": v_lo, "val_end": v_end, "train_end": train_end},
+                   facts={"val_fell": fell, "val_end": v_end, "train_end": train_end},
                    summary=f"{loss.name} keeps falling while {val.name} turned up after step {_step_out(vs[i])}",
                    evidence=[Evidence(what=f"{val.name} best", value=v_lo, source=f"{src} step {_step_out(vs[i])}"),
                              Evidence(what=f"{val.name} end", value=v_end, source=src),
