@@ -761,3 +761,66 @@ def test_real_vs_permuted_labels_is_inconclusive_when_both_trainings_diverged():
     assert mode(4.6, 4.5) == ["data_pipeline"]  # learned nothing the permuted copy did not: misaligned
     assert mode(1.2, 4.5) == []                # the real labels generalise: aligned
     assert mode(37.1, 23.6) == []              # an LR the short run cannot take blew up both: says nothing
+
+
+def test_the_label_prior_is_the_loss_of_a_constant_prediction_through_the_users_own_loss():
+    """A stand-in that ignores its inputs, fitted through the target's first loss call: the entropy of the class
+    frequencies under a cross-entropy (with its ignore_index), the targets' variance under a squared error, also
+    when the model computes its loss inside forward (nanoGPT); a summed loss is on another scale and is skipped."""
+    import sys
+
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import label_prior
+    from mltriage_target import Target
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 4, generator=g)
+    y = (torch.rand(256, generator=g) < 0.25).long()  # a quarter class 1
+    y[::16] = -100  # ignored rows do not count
+    data = list(zip(x.split(64), y.split(64)))
+    model = nn.Linear(4, 2)
+    got = label_prior(Target({"model": model, "data": data,
+                              "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1], ignore_index=-100)}), model, data)
+    kept = y[y >= 0]
+    q = kept.float().mean()
+    assert got["loss"] == pytest.approx(float(-(q * q.log() + (1 - q) * (1 - q).log())), abs=2e-3), got
+    assert got["loss_at_zero_output"] == pytest.approx(math.log(2), abs=1e-5)
+
+    t = 3.0 + 2.0 * torch.randn(256, 1, generator=g)  # variance 4 around a mean of 3
+    reg = list(zip(x.split(64), t.split(64)))
+    got = label_prior(Target({"model": model, "data": reg,
+                              "loss_fn": lambda m, b: F.mse_loss(m(b[0])[:, :1], b[1])}), model, reg)
+    assert got["loss"] == pytest.approx(float(t.var(unbiased=False)), rel=1e-3), got
+
+    class LM(nn.Module):  # the loss inside forward, on flattened (B*T, V) logits
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 5)
+
+        def forward(self, idx, targets):
+            logits = self.emb(idx)
+            return logits, F.cross_entropy(logits.view(-1, 5), targets.view(-1))
+
+    tok = torch.randint(0, 5, (4, 33), generator=g)
+    lm_data = [(tok[:, :-1].contiguous(), tok[:, 1:].contiguous())]
+    lm = LM()
+    got = label_prior(Target({"model": lm, "data": lm_data, "loss_fn": lambda m, b: m(*b)[1]}), lm, lm_data)
+    freq = torch.bincount(tok[:, 1:].reshape(-1), minlength=5).float() / tok[:, 1:].numel()
+    assert got["loss"] == pytest.approx(float(-(freq * freq.clamp_min(1e-12).log()).sum()), abs=2e-3), got
+
+    summed = label_prior(Target({"model": model, "data": reg, "loss_fn": lambda m, b: F.mse_loss(
+        m(b[0])[:, :1], b[1], reduction="sum")}), model, reg)
+    assert "sums over the batch" in summed["skipped"]
+    custom = label_prior(Target({"model": model, "data": reg, "loss_fn": lambda m, b: ((m(b[0])[:, :1] - b[1]) ** 2)
+                                 .mean()}), model, reg)
+    assert "no standard torch loss" in custom["skipped"]
+
+
+def test_data_check_reports_the_label_prior(workspace):
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE)))
+    # two balanced-ish classes: the prior is close to log 2
+    assert 0.6 < rep.label_prior_loss <= math.log(2) + 1e-4 and rep.label_prior_note is None, rep

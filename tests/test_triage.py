@@ -492,7 +492,7 @@ def test_overfitting_whose_validation_never_beat_the_label_prior_is_a_label_misa
         return SimpleNamespace(name="val_loss", first=first, min=best, last=0.78, count=10, trend="increasing")
 
     top, second = weigh_by_prior([fit], data, val(0.6516, 0.6516))
-    assert top.failure_mode == "data_pipeline" and top.confidence > 0.7 and "permuted labels scores 0.6557" in top.summary
+    assert top.failure_mode == "data_pipeline" and top.confidence > 0.7 and "the label prior 0.6557" in top.summary
     assert second.failure_mode == "overfitting" and second.confidence < 0.5
     assert weigh_by_prior([fit], data, val(0.252, 0.244)) == [fit]  # learnt, then overfit
     assert weigh_by_prior([fit], data, val(65.2, 65.2)) == [fit]  # another scale (a summed loss): no comparison
@@ -575,6 +575,59 @@ def test_a_regression_whose_validation_sits_at_the_target_variance_with_labels_n
     assert weigh_by_prior([], signal, val) == []  # real labels generalise in the probe
     classes = SimpleNamespace(**{**vars(data), "labels": SimpleNamespace(counts=[60, 68], std=0.5, mean=0.5)})
     assert weigh_by_prior([], classes, val) == []  # class ids: their spread is no prior
+
+
+def test_the_exact_label_prior_replaces_the_permuted_copy_as_the_line_validation_is_held_to():
+    """dev rnn_seq/bearing_rul_clip_file_order again, with data_check's constant-prediction prior (0.1067, the
+    targets' variance over all 16 batches) where the permuted copy only reached 0.294 on its one held-out batch.
+    The permuted copy still judges the real-label copy (0.296 vs 0.294: no signal)."""
+    from types import SimpleNamespace
+
+    from tools.triage import weigh_by_prior
+
+    labels = SimpleNamespace(counts=[], std=0.2, mean=0.63)  # one batch's spread would say 0.04: not read
+    data = SimpleNamespace(held_out_loss_permuted_labels=0.2941, held_out_loss_at_init=0.4869,
+                           held_out_loss_real_labels=0.2958, labels=labels, label_prior_loss=0.1067)
+    val = SimpleNamespace(name="val_loss", first=0.1041, min=0.1036, last=0.1055, smoothed_last=0.1055, count=12,
+                          trend="flat")
+    top, = weigh_by_prior([], data, val)
+    assert top.failure_mode == "data_pipeline" and "variance is 0.1067" in top.summary
+    assert weigh_by_prior([], SimpleNamespace(**{**vars(data), "held_out_loss_real_labels": 0.2}), val) == []
+    # classification: picture 1 holds validation to the exact prior, not to the permuted copy's higher loss
+    fit = Finding(failure_mode="overfitting", confidence=0.7, summary="loss keeps falling while val_loss turned up")
+    cls = SimpleNamespace(held_out_loss_permuted_labels=1.70, held_out_loss_at_init=1.80, label_prior_loss=1.55)
+    v = SimpleNamespace(name="val_loss", first=1.62, min=1.60, last=1.9, smoothed_last=1.9, count=10, trend="up")
+    top, _ = weigh_by_prior([fit], cls, v)
+    assert top.failure_mode == "data_pipeline" and "the label prior 1.55" in top.summary
+    assert any(e.what.startswith("the label prior") and e.value == 1.55 for e in top.evidence)
+    beat = SimpleNamespace(**{**vars(v), "min": 1.45})  # under the exact prior, though over 0.98 x the copy's
+    assert weigh_by_prior([fit], cls, beat) == [fit]
+
+
+def test_labels_without_signal_in_the_probe_are_a_hypothesis_when_the_runs_own_validation_learnt():
+    """data_check's real-vs-permuted comparison (40 steps) can miss a weak signal (a noisy target); the run's own
+    validation ending well under the label prior shows the labels carry one. Validation at the prior, on another
+    scale, or without an exact prior leaves the finding as it is."""
+    from types import SimpleNamespace
+
+    from tools.probes import NO_LABEL_SIGNAL
+    from tools.triage import weigh_signal_by_run
+
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65,
+                     summary=f"training on the real labels {NO_LABEL_SIGNAL}: the labels do not match the inputs",
+                     facts={"symptom_only": True, "labels_no_signal": True, "fits_batches": True})
+    data = SimpleNamespace(label_prior_loss=0.80, held_out_loss_at_init=1.1)
+    learnt = SimpleNamespace(name="val_loss", first=0.95, min=0.55, smoothed_last=0.58, count=20)
+    [f] = weigh_signal_by_run([labels], data, learnt)
+    assert f.confidence < 0.5 and f.facts["run_learnt"] and not f.facts["labels_no_signal"]
+    assert "val_loss ended at 0.58, under the label prior 0.8" in f.summary
+    at_prior = SimpleNamespace(**{**vars(learnt), "smoothed_last": 0.79})
+    assert weigh_signal_by_run([labels], data, at_prior) == [labels]
+    other_scale = SimpleNamespace(**{**vars(learnt), "first": 95.0, "smoothed_last": 58.0})
+    assert weigh_signal_by_run([labels], data, other_scale) == [labels]
+    assert weigh_signal_by_run([labels], SimpleNamespace(held_out_loss_at_init=1.1), learnt) == [labels]
+    located = labels.model_copy(update={"facts": {**labels.facts, "symptom_only": False}})  # a static rule merged in
+    assert weigh_signal_by_run([located], data, learnt) == [located]
 
 
 def test_a_model_whose_validation_learnt_turns_inside_findings_into_hypotheses():

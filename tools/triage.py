@@ -609,6 +609,16 @@ def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
                                       "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
+PRIOR_WHAT = "the label prior: loss of one learnt constant prediction, through the run's loss"
+
+
+def label_prior(data) -> float | None:
+    """data_check's exact label prior, when its loss call averages (a summed loss is on another scale than the
+    run's logged one)."""
+    v = getattr(data, "label_prior_loss", None)
+    return v if is_finite(v) and v > 0 else None
+
+
 PRIOR_MARGIN = 0.98  # validation's best above this share of the prior-only loss never beat the label distribution
 # validation that at its best barely beat the prior (this share of it) and ended worse than the prior ...
 BARELY_BEAT, ENDED_WORSE = 0.85, 1.1
@@ -637,18 +647,22 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
     first, best = getattr(log_val, "first", None), getattr(log_val, "min", None)
     if not all(is_finite(v) and v > 0 for v in (p, i0, first, best)):
         return findings
+    exact = label_prior(data)
     # a regression target's prior under a squared error is its variance (R^2 = 0): validation logged after a first
     # epoch that already learnt the mean sits there, far under the probe's loss at init
     std = getattr(getattr(data, "labels", None), "std", None)
     var = std ** 2 if is_finite(std) and std > 0 and not getattr(data.labels, "counts", None) else None
+    if var is not None and exact is not None:
+        var = exact  # the same prior, over every batch and through the user's own loss
     on_var = var is not None and 0.5 * var <= first <= 2 * var and not 0.5 * i0 <= first <= 2 * i0
     if not (0.5 * i0 <= first <= 2 * i0 or on_var):
         return findings
     evidence = [Evidence(what=f"{log_val.name} first -> best", value=f"{_fmt(first)} -> {_fmt(best)}",
                          source="log_metrics"),
-                Evidence(what="held-out loss, trained on permuted labels (the label prior)", value=p,
-                         source="data_check"),
+                Evidence(what=PRIOR_WHAT if exact is not None else "held-out loss, trained on permuted labels "
+                         "(near the label prior)", value=exact if exact is not None else p, source="data_check"),
                 Evidence(what="held-out loss at init", value=i0, source="data_check")]
+    lp, p = p, exact if exact is not None else p  # the permuted copy's own loss still judges the real-label copy
     pair_rows = ("Pair each row with its own label: join labels to features on a key (merge on the id, validate="
                  "'one_to_one'), never by position after a group-by, sort, filter or reset_index; index inputs and "
                  "labels together (one permutation, one order for both); print a few rows with their ids and labels")
@@ -658,13 +672,13 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
     prior = var if on_var else p
     never_learnt = ((log_val.count or 0) >= 3 and is_finite(end) and end >= (1 - VAL_NEVER_LEARNT) * first
                     and end >= (VAR_MARGIN if on_var else PRIOR_MARGIN) * prior and is_finite(r)
-                    and r > p - 0.05 * i0 and p <= PRIOR_LEARNT * i0)
+                    and r > lp - 0.05 * i0 and lp <= PRIOR_LEARNT * i0)
     if on_var and not never_learnt:
         return findings  # the overfitting pictures compare with the probe's own scale only
     if fit is not None and best >= PRIOR_MARGIN * p:
         why = "validation never beat the label prior: nothing was learnt to overfit"
         summary = (f"{log_val.name} never got below the loss of a model that knows only the label distribution "
-                   f"(best {_fmt(best)}, a copy trained on permuted labels scores {_fmt(p)}): the model learnt "
+                   f"(best {_fmt(best)}, the label prior {_fmt(p)}): the model learnt "
                    "nothing from the inputs, so its falling training loss is memorised labels that do not belong "
                    "to their rows")
         fix = pair_rows
@@ -686,6 +700,7 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         why = None
         learnt_what = "targets' mean" if on_var else "label distribution"
         said_prior = (f"the targets' variance is {_fmt(var)}, what predicting their mean scores" if on_var else
+                      f"predicting the label frequencies alone scores {_fmt(p)}" if exact is not None else
                       f"a copy trained on permuted labels scores {_fmt(p)}")
         summary = (f"{log_val.name} ended no better than its first value nor the label prior ({_fmt(first)} -> "
                    f"{_fmt(end)}; {said_prior}), and a copy trained on the real labels "
@@ -710,6 +725,36 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
                                          "evidence": cause.evidence + held.evidence[:3],
                                          "facts": {**held.facts, **cause.facts}})
     return [cause] + [explained(f, cause, why) if f is fit else f for f in findings if f is not held]
+
+
+RUN_LEARNT = 0.9  # validation that ended under this share of the label prior learnt from the inputs (R^2 over 0.1)
+
+
+def weigh_signal_by_run(findings: list[Finding], data, log_val) -> list[Finding]:
+    """data_check's "real labels generalise no better than permuted ones" comes from 40 steps on a few batches;
+    the run's own validation, over all its data and steps, is the stronger witness. Where that ended clearly under
+    the label prior (on the same scale), the labels carry signal as the pipeline delivers them: the short
+    comparison was too short to show it (a noisy target, a slow-learning model), so it stays a hypothesis."""
+    no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")
+                      and f.facts.get("symptom_only") and not f.facts.get("never_beat_prior")
+                      and f.confidence >= VERDICT), None)
+    prior, i0 = label_prior(data), getattr(data, "held_out_loss_at_init", None)
+    first, end = getattr(log_val, "first", None), getattr(log_val, "smoothed_last", None)
+    if no_signal is None or not all(is_finite(v) and v > 0 for v in (prior, i0, first, end)) \
+            or (log_val.count or 0) < 3:
+        return findings
+    # the validation series is a loss on the probe's scale: its first value lies between the prior and init
+    if not (0.5 * min(prior, i0) <= first <= 2 * max(prior, i0)) or end >= RUN_LEARNT * prior:
+        return findings
+    return [f.model_copy(update={
+        "confidence": min(f.confidence, VERDICT - 0.15),
+        "facts": {**f.facts, "labels_no_signal": False, "run_learnt": True},
+        "summary": f"{f.summary}; but the run's own {log_val.name} ended at {_fmt(end)}, under the label prior "
+                   f"{_fmt(prior)}: over the whole run the labels do carry signal, the short comparison was too short "
+                   "to show it",
+        "evidence": f.evidence + [Evidence(what=f"{log_val.name} end (EMA) / label prior", value=f"{_fmt(end)} / "
+                                           f"{_fmt(prior)}", source="log_metrics, data_check")]})
+        if f is no_signal else f for f in findings]
 
 
 def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Finding]:
@@ -1234,9 +1279,10 @@ async def run_triage(
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
                           weigh=lambda fs: weigh_by_run_progress(weigh_by_loss_input(weigh_by_recurrence(
-                              weigh_by_labels(weigh_by_prior(weigh_by_log(
+                              weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
+                                  seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
                               seen.get("grad_norm_snapshot:script"))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them

@@ -115,6 +115,70 @@ def alignment(target, model, batches, label, steps, lr_scale=1.0):
             "permuted": {"first_loss": v[3], "last_train_loss": v[4], "held_out_loss": v[5]}}
 
 
+class _FirstLoss(T.LossSpy):
+    """Keeps the first standard loss call's function, target and other arguments, to call it again on a constant."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.name is None and getattr(func, "__name__", "") in T.LOSSES:
+            self.call = (func, args, kwargs or {})
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def label_prior(target, model, batches, iters=100):
+    """The loss of a stand-in that ignores its inputs: the target's first standard loss call (cross_entropy,
+    mse_loss, ...) with its prediction replaced by one learnt constant per output position, fitted and scored over
+    all the batches. That is the label prior under the user's own loss: the entropy of the class frequencies under
+    a cross-entropy, the targets' variance under a squared error. A copy trained on permuted labels only
+    approaches it (it memorises some noise, and is scored on one batch)."""
+    m = copy.deepcopy(model)
+    m.eval()
+    calls = []
+    with torch.no_grad():
+        for b in batches:
+            spy = _FirstLoss()
+            with spy:
+                target.loss(m, b)
+            if spy.name is None:
+                return {"skipped": "the loss calls no standard torch loss function (cross_entropy, mse_loss, ...)"}
+            func, args, kwargs = spy.call
+            if kwargs.get("reduction") == "sum" or kwargs.get("size_average") is False:
+                return {"skipped": f"{spy.name} sums over the batch: its prior would be on another scale"}
+            args = list(args)
+            pred = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("input")
+            tgt = args[1] if len(args) > 1 and isinstance(args[1], torch.Tensor) else kwargs.get("target")
+            if not isinstance(pred, torch.Tensor) or not isinstance(tgt, torch.Tensor) or pred.dim() < 1 \
+                    or not pred.is_floating_point():
+                return {"skipped": f"{spy.name} was not called with a prediction and a target tensor"}
+            calls.append((func, args, kwargs, pred.shape, pred.device, tgt.float() if tgt.is_floating_point() else tgt))
+    if any(c[3][1:] != calls[0][3][1:] for c in calls):
+        return {"skipped": "the prediction changes shape beyond its batch dimension from batch to batch"}
+    const = torch.zeros(calls[0][3][1:], device=calls[0][4], requires_grad=True)
+
+    def mean_loss():
+        total = 0.0
+        for func, args, kwargs, shape, _, tgt in calls:
+            kw = {k: v for k, v in kwargs.items() if k not in ("input", "target", "reduction", "size_average", "reduce")}
+            out = func(const.expand(shape), tgt, *[a.detach() if isinstance(a, torch.Tensor) else a
+                                                  for a in args[2:]], **kw)
+            total = total + out.float().mean()
+        return total / len(calls)
+
+    with torch.no_grad():
+        first = mean_loss()
+    opt = torch.optim.LBFGS([const], lr=1, max_iter=iters, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = mean_loss()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():
+        v = T.to_floats(first, mean_loss())
+    return {"loss": v[1], "loss_at_zero_output": v[0], "loss_fn": spy.name, "batches": len(batches)}
+
+
 def same_content(batches) -> dict | None:
     """How many of the data's batches equal the first one, tensor for tensor (next(iter(loader)) every step)."""
     if len(batches) < 3:
@@ -234,6 +298,11 @@ def run(job):
             report["alignment"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     else:
         report["alignment"] = {"skipped": "could not tell the labels from the inputs in the batch"}
+    if label is not None:
+        try:
+            report["label_prior"] = label_prior(target, model, batches)
+        except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+            report["label_prior"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     return report
 
 
