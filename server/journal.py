@@ -72,7 +72,8 @@ async def write_regression_test(
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
         description="where the bug lives: 'train.py:get_lr' (schedule), 'model.py:GPT' (causality), "
-                    "'model.py:entropy' (nan_inf), 'train.py:train_step' (with target)")] = None,
+                    "'model.py:entropy' (nan_inf), 'train.py:train_step' (with target), 'train.py:val_batches' "
+                    "(data_pipeline, with target: returns the validation data)")] = None,
     command: Annotated[list[str] | None, Field(
         description="the training script, run for params['steps'] (default 50) steps; asserts on the real loop")] = None,
     template: Annotated[str | None, Field(

@@ -812,6 +812,19 @@ def test_the_label_prior_is_the_loss_of_a_constant_prediction_through_the_users_
     freq = torch.bincount(tok[:, 1:].reshape(-1), minlength=5).float() / tok[:, 1:].numel()
     assert got["loss"] == pytest.approx(float(-(freq * freq.clamp_min(1e-12).log()).sum()), abs=2e-3), got
 
+    class Wide(nn.Module):  # (rows, 20000) logits per batch: past the cap after the first batch
+        def __init__(self):
+            super().__init__()
+            self.b = nn.Parameter(torch.zeros(20000))
+
+        def forward(self, x):
+            return self.b.expand(len(x), 20000)
+
+    wide = [(torch.zeros(1024, 1), torch.randint(0, 20000, (1024,), generator=g)) for _ in range(3)]
+    got = label_prior(Target({"model": Wide(), "data": wide, "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}),
+                      Wide(), wide)
+    assert got["batches"] == 1 and got["loss"] < math.log(20000), got
+
     summed = label_prior(Target({"model": model, "data": reg, "loss_fn": lambda m, b: F.mse_loss(
         m(b[0])[:, :1], b[1], reduction="sum")}), model, reg)
     assert "sums over the batch" in summed["skipped"]

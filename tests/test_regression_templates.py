@@ -48,6 +48,8 @@ CASES = [
     # labels misaligned by a group-by merge: memorised shuffled labels score worse on held-out data than
     # memorised misaligned ones, so only the best held-out loss (not the last) tells them apart
     ("realistic/tabular/orders_refund_groupby_merge", "data_pipeline", None, {}),
+    # class ids factorised per season file: the training batches are fine, validation is built apart from them
+    ("realistic/tabular/crop_type_season_factorize", "data_pipeline", "train.py:val_batches", {}),
     ("dead_relus", "dead_units", None, {}),
     ("hang_loader", "hang", None, {"timeout_s": 3.0}),
     ("vanishing_gradients", "healthy", None, {"steps": 60}),  # the generic overfit-one-batch test
@@ -72,6 +74,15 @@ def train_step(model, optimizer, batch):
     return loss
 '''
 
+VAL_BATCHES = '''
+
+def val_batches():
+    cfg = dict(CONFIG)
+    with tempfile.TemporaryDirectory() as tmp:
+        _, (X_va, y_va), _ = build_tensors(cfg, tmp)
+    return X_va, y_va
+'''
+
 
 def _copy_example(name: str, dest: Path, fixed: bool) -> None:
     if dest.exists():
@@ -80,6 +91,8 @@ def _copy_example(name: str, dest: Path, fixed: bool) -> None:
     if fixed and (dest / "train_fixed.py").exists():
         shutil.copy(dest / "train_fixed.py", dest / "train.py")
     train = dest / "train.py"
+    if name.endswith("crop_type_season_factorize") and "def val_batches" not in train.read_text():
+        train.write_text(train.read_text() + VAL_BATCHES)  # what an agent adds to hand the test its validation data
     if name == "missing_zero_grad" and "def train_step" not in train.read_text():
         train.write_text(train.read_text() + TRAIN_STEP.format(zero="    optimizer.zero_grad()\n" if fixed else ""))
 

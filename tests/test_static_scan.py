@@ -1357,6 +1357,7 @@ def prepare(cut):
     ("tabular/pump_maint_inner_join", "rows_moved_apart_from_labels"),
     ("autoencoder/identicon_vae_pixel_logvar", "unbounded_decoder_variance"),
     ("cnn_bn/sevenseg_hex_reader", "label_changing_augmentation"),
+    ("cnn_bn/road_arrow_marking_flip", "label_changing_augmentation"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1401,6 +1402,17 @@ def test_an_augmentation_that_maps_one_class_onto_another(names, augment, remap,
     assert bool(hits) == flagged, hits
     if flagged:
         assert hits[0].failure_mode == "data_pipeline" and hits[0].line == line_of(code, "x = torch.")
+
+
+@pytest.mark.parametrize("names,flagged", [
+    ('ARROWS = ["left", "right", "straight", "straight_left", "straight_right"]', True),  # dev road_arrow_marking_flip
+    ('SIDES = ["left", "right"]', False),               # two options, not a set of classes
+    ('KINDS = ["ring", "blob", "square"]', False),      # no mirror pair among them
+    ('PATHS = ["data/left", "data/right", "x"]', False),  # paths, not names
+])
+def test_class_names_in_a_list_named_otherwise_count_when_they_name_both_sides_of_a_mirror(names, flagged):
+    code = AUG.replace("CLASSES = NAMES", names).replace("AUGMENT", "torch.flip(x, dims=[-1])").replace("REMAP", "")
+    assert bool(hits_of(code, "label_changing_augmentation")) == flagged
 
 
 def test_a_flip_whose_probability_defaults_to_zero_is_not_applied():

@@ -522,6 +522,10 @@ def test_training_that_learnt_without_memorising_while_validation_got_worse_than
     val = SimpleNamespace(name="val_loss", first=1.430, min=1.430, last=2.524, count=20, trend="increasing")
     top, second = weigh_by_prior([fit(2.524, 0.464)], data, val)
     assert top.failure_mode == "data_pipeline" and "without memorising" in top.summary and "same label" in top.fix
+    # its regression test must score on the validation data, which the target does not hand over: ask for it
+    from tools.triage import suggest_next
+    test = next(s for s in suggest_next([top, second], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert top.facts["splits_differ"] and "function=" in test.why and "validation batches" in test.why
     assert second.failure_mode == "overfitting" and second.confidence < 0.5
     memorised = fit(2.524, 0.05)
     assert weigh_by_prior([memorised], data, val) == [memorised]

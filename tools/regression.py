@@ -92,6 +92,13 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "std <= max_std).",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0}),
+    _T("validation_data", "target+function",
+       "What a model learns from the target's training batches holds on FUNCTION's validation batches (FUNCTION() "
+       "returns them: a list or DataLoader of batches, or one (inputs, labels) pair): its best validation loss "
+       "beats by the margin that of the same model trained and scored with its inputs zeroed (the label "
+       "distribution alone). Catches training and validation built through two code paths (a label map, scaler "
+       "or encoder fitted per split).",
+       {"batches": 32, "steps": 150, "margin": 0.2, "label_key": None}),
     _T("update_ratio", "target",
        "The update/weight ratio of the weight matrices with the user's optimizer, after a warm-up of a few steps, "
        "stays in [1e-5, 0.3] (healthy is about 1e-3) and finite throughout.",
@@ -143,7 +150,7 @@ TARGET_FOR = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "frozen_para
               "exception": "training_step_runs", "oom": "training_step_runs"}
 FUNCTION_FOR = {"nan_inf": "nan_inf_function", "lr_too_high": "lr_schedule", "lr_too_low": "lr_schedule",
                 "data_leakage": "causality", "missing_zero_grad": "missing_zero_grad",
-                "train_eval_mode": "train_eval_mode"}
+                "train_eval_mode": "train_eval_mode", "data_pipeline": "validation_data"}
 # what a script run asserts for each failure mode (it always asserts that the script runs its steps cleanly)
 SCRIPT_CHECKS = {
     "nan_inf": ["finite_loss"], "exploding_gradients": ["finite_loss", "grad_norm_bounded"],
@@ -294,7 +301,9 @@ def plan_bodies(failure_mode: str, target: str | None, function: str | None, com
         bodies.append(body)
     if command:
         bodies.append(TEMPLATES["script"])
-    if target and failure_mode != "missing_zero_grad" and not any(b.uses in ("target+function", "target") for b in bodies):
+    # a data pipeline keeps the training batches' own checks beside the validation data's
+    if target and failure_mode != "missing_zero_grad" and (
+            failure_mode == "data_pipeline" or not any(b.uses in ("target+function", "target") for b in bodies)):
         bodies.append(TEMPLATES[TARGET_FOR.get(failure_mode, "overfit_one_batch")])
     if not bodies:
         if failure_mode == "missing_zero_grad":
@@ -752,6 +761,9 @@ FUNCTION_HINT = {
     "missing_zero_grad": "your train step, e.g. function='train.py:train_step' (with target=)",
     "train_eval_mode": "your train step, e.g. function='train.py:train_step' (with target=), or your evaluation "
                        "with params={'phase': 'eval'}, e.g. function='train.py:evaluate'",
+    "data_pipeline": "the validation data, when it is built apart from the training data (a label map, scaler or "
+                     "file of its own): function='train.py:val_batches', a no-argument function returning its batches "
+                     "or one (inputs, labels) pair (with target=)",
 }
 KNOBS = {
     "nan_inf": "more steps or edge inputs: params={'steps': 500, 'input_edges': ['zeros', 'constant_rows']}",

@@ -2359,15 +2359,21 @@ def _glyph_classes(f: ParsedFile) -> set[str]:
 
 
 def _class_names(f: ParsedFile) -> set[str]:
-    """Words of the class names: CLASSES = ["scratch_h", "scratch_v", ...] -> {"scratch", "h", "v", ...}."""
+    """Words of the class names: CLASSES = ["scratch_h", "scratch_v", ...] -> {"scratch", "h", "v", ...}. A list
+    named otherwise (ARROWS = ["left", "right", "straight", ...]) counts when it has 3 or more names and itself
+    names both sides of a mirror or a rotation: a set of options is rarely that."""
     words = set()
     for n in f.nodes:
         if isinstance(n, ast.Assign) and isinstance(n.value, (ast.List, ast.Tuple)) and len(n.value.elts) >= 2 and all(
                 isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.value.elts):
             names = [_src(t).lower() for t in n.targets]
-            if any(w in name for name in names for w in ("class", "label", "categor", "names")):
-                for e in n.value.elts:
-                    words |= set(re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", e.value).lower())) - {""}
+            own = set()
+            for e in n.value.elts:
+                own |= set(re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", e.value).lower())) - {""}
+            if any(w in name for name in names for w in ("class", "label", "categor", "names")) or (
+                    len(n.value.elts) >= 3 and all(re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", e.value) for e in n.value.elts)
+                    and any(a in own and b in own for a, b in ROTATE)):
+                words |= own
     return words
 
 

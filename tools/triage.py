@@ -675,6 +675,7 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
                     and r > lp - 0.05 * i0 and lp <= PRIOR_LEARNT * i0)
     if on_var and not never_learnt:
         return findings  # the overfitting pictures compare with the probe's own scale only
+    apart = False  # the training and validation sets are built apart (not rows and labels within one)
     if fit is not None and best >= PRIOR_MARGIN * p:
         why = "validation never beat the label prior: nothing was learnt to overfit"
         summary = (f"{log_val.name} never got below the loss of a model that knows only the label distribution "
@@ -686,7 +687,7 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
           and v_end >= ENDED_WORSE * p and TRAIN_LEARNT[0] * p <= t_end <= TRAIN_LEARNT[1] * p):
         # Overfitting first generalises, then memorises (Arpit et al. 2017, "A closer look at memorization in
         # deep networks"): training that learnt this much without memorising would have carried validation with it
-        why = "training learnt without memorising while validation got worse than the label prior"
+        why, apart = "training learnt without memorising while validation got worse than the label prior", True
         summary = (f"training learnt (its loss fell to {_fmt(t_end)}, {t_end / p:.0%} of the label prior "
                    f"{_fmt(p)}) without memorising, yet {log_val.name} at its best barely beat the prior "
                    f"({_fmt(best)}) and ended worse than it ({_fmt(v_end)}): what training learns does not hold "
@@ -716,7 +717,8 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         return findings
     cause = Finding(
         failure_mode="data_pipeline", confidence=round((fit.confidence if fit else NO_TRANSFER) + 0.05, 2),
-        facts={"never_beat_prior": True}, summary=summary, evidence=evidence, fix=fix,
+        facts={"never_beat_prior": True, **({"splits_differ": True} if apart else {})},
+        summary=summary, evidence=evidence, fix=fix,
         avoid="Do not add regularisation, stop early or tune the LR: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
     if held is not None:
@@ -1065,10 +1067,17 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("function", None)
             args.update(template="overfit_one_batch",
                         params={"steps": n, "max_final_ratio": round(min(0.5, ONE_BATCH_MARGIN * ratio), 3)})
-        if top.failure_mode == "data_pipeline" and top.facts.get("inputs_not_normalised"):
+        if top.failure_mode == "data_pipeline" and top.facts.get("inputs_not_normalised") \
+                and not top.facts.get("never_beat_prior"):  # a scale note folded into a label finding is no cause
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
-        steps.append(NextStep(tool="write_regression_test", args=args,
-                              why="BEFORE the fix: it must fail now, and pass after the fix"))
+        why = "BEFORE the fix: it must fail now, and pass after the fix"
+        if top.facts.get("splits_differ") and target:
+            # the factory hands over training batches only: the bug is in how validation is built
+            why += (". The bug is in how the validation data is built, which the target does not hand over: add "
+                    "function='<file>.py:<fn>', a function of yours (or a 3-line one you add) returning the "
+                    "validation batches or one (inputs, labels) pair, so the test trains on the target's batches "
+                    "and scores on those")
+        steps.append(NextStep(tool="write_regression_test", args=args, why=why))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
                               why="once that test passes on the fix"))
     elif log_path:

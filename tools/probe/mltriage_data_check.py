@@ -6,6 +6,7 @@ a held-out batch), and the model's train/eval mode.
 """
 
 import copy
+import math
 import time
 
 import torch
@@ -124,6 +125,10 @@ class _FirstLoss(T.LossSpy):
         return super().__torch_function__(func, types, args, kwargs)
 
 
+PRIOR_ELEMENTS = 2 ** 24  # predictions kept for fitting the constant (a 50k-token vocabulary: ~330 rows)
+PRIOR_SECONDS = 5.0
+
+
 def label_prior(target, model, batches, iters=100):
     """The loss of a stand-in that ignores its inputs: the target's first standard loss call (cross_entropy,
     mse_loss, ...) with its prediction replaced by one learnt constant per output position, fitted and scored over
@@ -132,7 +137,7 @@ def label_prior(target, model, batches, iters=100):
     approaches it (it memorises some noise, and is scored on one batch)."""
     m = copy.deepcopy(model)
     m.eval()
-    calls = []
+    calls, seen = [], 0
     with torch.no_grad():
         for b in batches:
             spy = _FirstLoss()
@@ -150,6 +155,9 @@ def label_prior(target, model, batches, iters=100):
                     or not pred.is_floating_point():
                 return {"skipped": f"{spy.name} was not called with a prediction and a target tensor"}
             calls.append((func, args, kwargs, pred.shape, pred.device, tgt.float() if tgt.is_floating_point() else tgt))
+            seen += pred.numel()
+            if seen >= PRIOR_ELEMENTS:
+                break  # a language model's (rows, vocabulary) logits: a few batches give the token frequencies
     if any(c[3][1:] != calls[0][3][1:] for c in calls):
         return {"skipped": "the prediction changes shape beyond its batch dimension from batch to batch"}
     const = torch.zeros(calls[0][3][1:], device=calls[0][4], requires_grad=True)
@@ -165,7 +173,7 @@ def label_prior(target, model, batches, iters=100):
 
     with torch.no_grad():
         first = mean_loss()
-    opt = torch.optim.LBFGS([const], lr=1, max_iter=iters, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS([const], lr=1, max_iter=10, line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()
@@ -173,10 +181,15 @@ def label_prior(target, model, batches, iters=100):
         loss.backward()
         return loss
 
-    opt.step(closure)
+    t0, prev = time.monotonic(), math.inf
+    for _ in range(iters // 10):  # in rounds, so a large vocabulary's logits cannot hold the probe up
+        loss = float(opt.step(closure).detach())
+        if abs(prev - loss) <= 1e-7 * abs(loss) or time.monotonic() - t0 > PRIOR_SECONDS:
+            break
+        prev = loss
     with torch.no_grad():
         v = T.to_floats(first, mean_loss())
-    return {"loss": v[1], "loss_at_zero_output": v[0], "loss_fn": spy.name, "batches": len(batches)}
+    return {"loss": v[1], "loss_at_zero_output": v[0], "loss_fn": spy.name, "batches": len(calls)}
 
 
 def same_content(batches) -> dict | None:
