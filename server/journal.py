@@ -71,9 +71,9 @@ async def write_regression_test(
         description="e.g. 'lr_never_exceeds_peak'")] = None,
     target: Annotated[str | None, Field(description="target factory 'train.py:make_target'")] = None,
     function: Annotated[str | None, Field(
-        description="where the bug lives: 'train.py:get_lr' (schedule), 'model.py:GPT' (causality), "
-                    "'model.py:entropy' (nan_inf), 'train.py:train_step' (with target), 'train.py:val_batches' "
-                    "(data_pipeline, with target: returns the validation data)")] = None,
+        description="the buggy code: 'train.py:get_lr' (schedule), 'model.py:GPT' (causality), "
+                    "'model.py:entropy' (nan_inf); with target: 'train.py:train_step', 'train.py:val_batches' "
+                    "(data_pipeline)")] = None,
     command: Annotated[list[str] | None, Field(
         description="the training script, run for params['steps'] (default 50) steps; asserts on the real loop")] = None,
     template: Annotated[str | None, Field(

@@ -603,7 +603,7 @@ def test_the_exact_label_prior_replaces_the_permuted_copy_as_the_line_validation
     v = SimpleNamespace(name="val_loss", first=1.62, min=1.60, last=1.9, smoothed_last=1.9, count=10, trend="up")
     top, _ = weigh_by_prior([fit], cls, v)
     assert top.failure_mode == "data_pipeline" and "the label prior 1.55" in top.summary
-    assert any(e.what.startswith("the label prior") and e.value == 1.55 for e in top.evidence)
+    assert any(e.what.startswith("label prior") and e.value == 1.55 for e in top.evidence)
     beat = SimpleNamespace(**{**vars(v), "min": 1.45})  # under the exact prior, though over 0.98 x the copy's
     assert weigh_by_prior([fit], cls, beat) == [fit]
 

@@ -1082,10 +1082,7 @@ class DataCheckReport(ProbeReport):
     train_loss_real_labels: list[Num] = Field(default_factory=list, description=(
         "first and last training loss of the copy trained on the real labels (did it fit its batches?)"))
     alignment_note: str | None = None
-    label_prior_loss: Num = Field(default=None, description=(
-        "the loss, through the target's own loss_fn, of a stand-in that ignores its inputs and outputs one learnt "
-        "constant (the label distribution alone); a run whose validation stays at or above it learnt nothing"))
-    label_prior_note: str | None = None
+    label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
 
     def headline(self) -> str:
         if self.error:
@@ -1164,7 +1161,6 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           train_loss_real_labels=[(al.get("real") or {}).get(k) for k in ("first_loss", "last_train_loss")]
                           if al.get("real") else [],
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
-                          label_prior_note=(raw.get("label_prior") or {}).get("skipped"),
                           **fields)
     src = "data_check"
     for i in inputs:

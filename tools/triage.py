@@ -609,7 +609,7 @@ def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
                                       "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
-PRIOR_WHAT = "the label prior: loss of one learnt constant prediction, through the run's loss"
+PRIOR_WHAT = "label prior (best constant prediction, the run's loss)"
 
 
 def label_prior(data) -> float | None:
@@ -1073,10 +1073,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         why = "BEFORE the fix: it must fail now, and pass after the fix"
         if top.facts.get("splits_differ") and target:
             # the factory hands over training batches only: the bug is in how validation is built
-            why += (". The bug is in how the validation data is built, which the target does not hand over: add "
-                    "function='<file>.py:<fn>', a function of yours (or a 3-line one you add) returning the "
-                    "validation batches or one (inputs, labels) pair, so the test trains on the target's batches "
-                    "and scores on those")
+            why += ("; add function='<file>.py:<fn>' returning the validation batches or one (inputs, labels) "
+                    "pair: the bug is in how validation is built, which the target does not hand over")
         steps.append(NextStep(tool="write_regression_test", args=args, why=why))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
                               why="once that test passes on the fix"))
