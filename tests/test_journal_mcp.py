@@ -83,3 +83,73 @@ def test_script_mode_test_over_stdio_catches_a_loop_bug(workspace, no_stray_proc
             assert fixed.structured_content["passes_now"], text_of(fixed)
 
     run(body)
+
+
+SPLITS = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+MAP_VAL_LIKE_TRAIN = MAPPED
+
+
+def table(seed, n=512):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n,), generator=g)
+    x = torch.randn(n, 8, generator=g) * 0.5
+    x[torch.arange(n), y] += 2.0  # the class shows in its own column
+    return x, y
+
+
+def make_target():
+    torch.manual_seed(0)
+    x, y = table(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+    return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+            "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+            "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+
+
+def val_batches():
+    x, y = table(1)
+    if not MAP_VAL_LIKE_TRAIN:
+        y = (y + 1) % 4  # the validation file's own class-id map
+    return x, y
+
+
+def not_data():
+    return 3
+'''
+
+
+def test_a_validation_set_built_apart_is_caught_over_stdio_and_bad_validation_data_is_said_plainly(
+        workspace, no_stray_processes):
+    """function= hands the data_pipeline test the validation data the target does not carry."""
+    train = workspace / "train.py"
+    train.write_text(SPLITS.replace("MAPPED", "False"))
+
+    async def body():
+        async with stdio_client(workspace) as client:
+            args = {"failure_mode": "data_pipeline", "name": "validation matches training",
+                    "target": "train.py:make_target", "function": "train.py:val_batches"}
+            broken = await client.call_tool("write_regression_test", args)
+            report = broken.structured_content
+            assert report["catches_bug"] and "validation_data" in report["template"], text_of(broken)
+            assert "does not hold on the validation data" in report["failure_message"]
+            train.write_text(SPLITS.replace("MAPPED", "True"))
+            fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
+            assert fixed.structured_content["passes_now"], text_of(fixed)
+
+            bad = await client.call_tool("write_regression_test", {**args, "name": "bad val",
+                                                                   "function": "train.py:not_data"})
+            assert not bad.structured_content["catches_bug"], text_of(bad)
+            assert "expected the validation batches" in text_of(bad)
+            missing = await client.call_tool("write_regression_test", {**args, "name": "missing",
+                                                                       "function": "train.py:no_such"})
+            assert missing.is_error and "no_such" in text_of(missing)
+            alive = await client.call_tool("journal_search", {"query": "anything"})
+            assert not alive.is_error
+
+    run(body)
+    assert sorted(p.name for p in (workspace / "tests").iterdir() if p.suffix == ".py") == [
+        "test_bad_val.py", "test_validation_matches_training.py"]
