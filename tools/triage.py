@@ -613,8 +613,7 @@ PRIOR_WHAT = "label prior (best constant prediction, the run's loss)"
 
 
 def label_prior(data) -> float | None:
-    """data_check's exact label prior, when its loss call averages (a summed loss is on another scale than the
-    run's logged one)."""
+    """data_check's exact label prior, if it measured one (it skips a summed loss: another scale than the log's)."""
     v = getattr(data, "label_prior_loss", None)
     return v if is_finite(v) and v > 0 else None
 
