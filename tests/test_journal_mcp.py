@@ -115,14 +115,10 @@ def val_batches():
     if not MAP_VAL_LIKE_TRAIN:
         y = (y + 1) % 4  # the validation file's own class-id map
     return x, y
-
-
-def not_data():
-    return 3
 '''
 
 
-def test_a_validation_set_built_apart_is_caught_over_stdio_and_bad_validation_data_is_said_plainly(
+def test_a_validation_set_built_apart_is_caught_over_stdio_and_a_missing_function_is_an_error(
         workspace, no_stray_processes):
     """function= hands the data_pipeline test the validation data the target does not carry."""
     train = workspace / "train.py"
@@ -140,10 +136,6 @@ def test_a_validation_set_built_apart_is_caught_over_stdio_and_bad_validation_da
             fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
             assert fixed.structured_content["passes_now"], text_of(fixed)
 
-            bad = await client.call_tool("write_regression_test", {**args, "name": "bad val",
-                                                                   "function": "train.py:not_data"})
-            assert not bad.structured_content["catches_bug"], text_of(bad)
-            assert "expected the validation batches" in text_of(bad)
             missing = await client.call_tool("write_regression_test", {**args, "name": "missing",
                                                                        "function": "train.py:no_such"})
             assert missing.is_error and "no_such" in text_of(missing)
@@ -152,4 +144,4 @@ def test_a_validation_set_built_apart_is_caught_over_stdio_and_bad_validation_da
 
     run(body)
     assert sorted(p.name for p in (workspace / "tests").iterdir() if p.suffix == ".py") == [
-        "test_bad_val.py", "test_validation_matches_training.py"]
+        "test_validation_matches_training.py"]

@@ -81,6 +81,10 @@ def val_batches():
     with tempfile.TemporaryDirectory() as tmp:
         _, (X_va, y_va), _ = build_tensors(cfg, tmp)
     return X_va, y_va
+
+
+def not_data():
+    return 3
 '''
 
 
@@ -126,6 +130,9 @@ def acceptance(tmp_path_factory) -> dict[str, dict[str, str]]:
             if (EXAMPLES / example).is_dir():
                 _copy_example(example, ws / "examples" / example, fixed=state == "fixed")
                 _render(ws, f"case{i:02d}", example, mode, function, params)
+        if state == "broken":  # a function= that returns no validation data: said plainly, never a catch
+            _render(ws, "not_validation_data", "realistic/tabular/crop_type_season_factorize", "data_pipeline",
+                    "train.py:not_data", {})
         for example in HEALTHY:
             if (EXAMPLES / example).is_dir():
                 _copy_example(example, ws / "examples" / example, fixed=False)
@@ -141,6 +148,9 @@ def acceptance(tmp_path_factory) -> dict[str, dict[str, str]]:
         logs[state] = proc.communicate(timeout=600)[0].decode(errors="replace")
         outcomes[state] = _outcomes(root / state / "junit.xml")
     outcomes["logs"] = logs
+    outcomes["messages"] = {c.get("classname", "").split(".")[-1]: f.get("message", "")
+                            for c in ET.parse(root / "broken" / "junit.xml").iter("testcase")
+                            for f in c.findall("failure")}
     return outcomes
 
 
@@ -156,6 +166,14 @@ def test_generated_test_fails_on_the_bug_and_passes_on_the_fix(acceptance, i):
     stem = f"test_case{i:02d}"
     assert acceptance["broken"].get(stem) == "failed", f"passes on the bug:\n{acceptance['logs']['broken'][-3000:]}"
     assert acceptance["fixed"].get(stem) == "passed", f"fails on the fix:\n{acceptance['logs']['fixed'][-3000:]}"
+
+
+@ACCEPTANCE
+def test_validation_data_that_is_not_batches_is_said_plainly_and_is_no_catch(acceptance):
+    from tools.regression import classify
+    message = acceptance["messages"].get("test_not_validation_data", "")
+    assert "not_data() returned int; expected the validation batches" in message, acceptance["messages"]
+    assert classify(message) == "setup"  # judge_before_fix: "fails for a reason of its own, not the bug"
 
 
 @ACCEPTANCE
