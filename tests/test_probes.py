@@ -591,6 +591,118 @@ def test_class_ids_the_loss_targets_are_not_read_as_lengths():
     assert lengths_match_padding(batches, label="[1]") is None
 
 
+# ------------------------------------------------------------------ is the padding read?
+
+PADDED_READER = """
+    import torch
+    from torch import nn
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
+
+    PAD = 0
+
+    def batch(seed, side="right", n=16):
+        g = torch.Generator().manual_seed(seed)
+        seqs = [torch.randint(1, 30, (int(k),), generator=g) for k in torch.randint(2, 24, (n,), generator=g)]
+        lengths = torch.tensor([len(s) for s in seqs])
+        if side == "left":
+            x = pad_sequence([s.flip(0) for s in seqs], batch_first=True, padding_value=PAD).flip(1)
+        else:
+            x = pad_sequence(seqs, batch_first=True, padding_value=PAD)
+        return x, lengths, torch.randint(0, 3, (n,), generator=g)
+
+    class Reader(nn.Module):
+        def __init__(self, readout):
+            super().__init__()
+            self.readout = readout
+            self.emb = nn.Embedding(30, 16, padding_idx=PAD)
+            self.rnn = nn.GRU(16, 16, batch_first=True)
+            self.att = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+            self.fc = nn.Linear(16, 3)
+
+        def forward(self, x, lengths):
+            e, pad = self.emb(x), x == PAD
+            if self.readout == "packed":
+                _, h = self.rnn(pack_padded_sequence(e, lengths, batch_first=True, enforce_sorted=False))
+                return self.fc(h[-1])
+            if self.readout in ("mean", "masked_mean"):
+                h = self.att(e, src_key_padding_mask=pad).masked_fill(pad[..., None], 0.0)
+                return self.fc(h.mean(1) if self.readout == "mean" else h.sum(1) / lengths[:, None])
+            if self.readout in ("first_unmasked", "first_masked"):
+                return self.fc(self.att(e, src_key_padding_mask=pad if self.readout == "first_masked" else None)[:, 0])
+            out, _ = self.rnn(e)
+            if self.readout == "gather":
+                return self.fc(out[torch.arange(len(x)), lengths - 1])
+            return self.fc(out[:, -1])  # the last step of the padded tensor
+
+    def make_target():
+        torch.manual_seed(0)
+        return {"model": Reader(READOUT), "data": [batch(s, SIDE) for s in range(4)], "num_classes": 3,
+                "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0], b[1]), b[2])}
+"""
+
+
+def _reader(workspace, readout, side="right"):
+    import importlib.util
+
+    path = workspace / f"reader_{readout}_{side}.py"
+    path.write_text(f"READOUT, SIDE = {readout!r}, {side!r}\n" + textwrap.dedent(PADDED_READER))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make_target(), path
+
+
+@pytest.mark.parametrize("readout,side,reads", [
+    ("last", "right", True), ("mean", "right", True), ("first_unmasked", "right", True),
+    ("gather", "right", False), ("packed", "right", False), ("masked_mean", "right", False),
+    ("first_masked", "right", False), ("last", "left", False)])
+def test_cutting_a_rows_padding_moves_the_output_only_of_a_model_that_reads_the_pads(workspace, readout, side, reads):
+    """A GRU read at the padded tensor's last step, a mean over pads, attention without its key padding mask read
+    the pads; gathering at lengths - 1, packing, a masked mean, a masked [CLS] token and a left-padded GRU's last
+    step do not (the GRU over left pads only drifts by ~0.005 of the spread between rows: under PAD_READ)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import padding_read
+
+    from tools.probes import PAD_READ
+
+    spec, _ = _reader(workspace, readout, side)
+
+    class Target:
+        model, batches = spec["model"], spec["data"]
+        loss = staticmethod(lambda m, b: spec["loss_fn"](m, b))
+
+    seen = padding_read(Target, spec["model"], spec["data"], "[2]")
+    assert (seen["tensor"], seen["side"], seen["steps"]) == ("batch[0]", side, 21) and seen["cut_to"] < 21, seen
+    assert (seen["output_change"] >= PAD_READ) == reads, seen
+    if not reads and side == "right":
+        assert seen["output_change"] < 1e-5, seen  # float rounding only
+
+
+def test_fixed_length_text_is_not_padding():
+    """A language model's blocks of text: the most common token ends many rows but also sits inside them."""
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import _padding
+
+    g = torch.Generator().manual_seed(0)
+    text = torch.multinomial(torch.tensor([0.4] + [0.6 / 20] * 20), 32 * 16, replacement=True, generator=g)
+    assert _padding(text.reshape(16, 32)) is None
+    assert _padding(torch.randn(16, 32, 4)) is None  # sensor windows with no all-zero steps
+
+
+def test_data_check_says_a_gru_read_at_its_last_padded_step_reads_the_padding(workspace):
+    _, path = _reader(workspace, "last")
+    rep = run(lambda: P.data_check(workspace, f"{path}:make_target"))
+    f = next(f for f in rep.findings if "reads the padding" in f.summary)
+    assert f.failure_mode == "data_pipeline" and f.confidence >= 0.75 and f.location == "batch[0]", rep.text()
+    assert "21 to" in f.summary and rep.padding_output_change >= 1.0 and "lengths - 1" in f.fix
+
+
 @pytest.mark.parametrize("head,caught", [("nn.Sigmoid()", True), ("nn.Identity()", False)])
 def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, caught):
     spec = inline_target(workspace, f"""

@@ -1083,6 +1083,7 @@ class DataCheckReport(ProbeReport):
         "first and last training loss of the copy trained on the real labels (did it fit its batches?)"))
     alignment_note: str | None = None
     label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
+    padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
 
     def headline(self) -> str:
         if self.error:
@@ -1142,6 +1143,33 @@ def fits(first_last) -> bool:
     return is_finite(first) and is_finite(last) and first > 0 and 0 <= last <= FITS * first
 
 
+# A model that masks, packs or gathers at each row's length changes its output by float rounding (~1e-7 of
+# the spread between rows) when a row's padding is cut; one that reads the pads moves it by a visible share.
+PAD_READ = 0.05
+PAD_DOMINATES = 1.0  # the padding moves a row's output more than rows differ from one another
+
+
+def _padding_finding(pad: dict, src: str) -> Finding | None:
+    change = pad.get("output_change")
+    if not is_finite(change) or change < PAD_READ:
+        return None
+    dominates = change >= PAD_DOMINATES
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75 if dominates else 0.55,
+        summary=(f"the model reads the padding: cutting the {pad.get('side')} padding of the {pad.get('rows')} "
+                 f"shortest rows of {pad.get('tensor')} from {pad.get('steps')} to {pad.get('cut_to')} steps moves "
+                 f"their outputs by {_fmt(change)}x the spread between rows"
+                 + (", more than rows differ from one another" if dominates else "")),
+        evidence=[Evidence(what="output change when only the padding is cut / spread of outputs between rows",
+                           value=change, source=src)],
+        location=pad.get("tensor"),
+        fix=("Make the model see each row's real length: pool with a mask (sum over non-pad steps / length), take "
+             "an RNN's output at lengths - 1 or pack with pack_padded_sequence(..., enforce_sorted=False) and use "
+             "h_n, and pass the padding mask to attention (src_key_padding_mask / attention_mask)"),
+        avoid="Do not tune the LR or the model size: short rows are read through steps that carry no content",
+        facts={"reads_padding": True})
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -1161,6 +1189,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           train_loss_real_labels=[(al.get("real") or {}).get(k) for k in ("first_loss", "last_train_loss")]
                           if al.get("real") else [],
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
+                          padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           **fields)
     src = "data_check"
     for i in inputs:
@@ -1210,6 +1239,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
             fix=("Sort once and apply the same permutation to every per-row tensor: lengths, order = "
                  "lengths.sort(descending=True); x = x[order]; y = y[order] (or pack with enforce_sorted=False)"),
             avoid="Do not drop pack_padded_sequence or tune the model: each row is read over another row's span"))
+    pad = _padding_finding(raw.get("padding") or {}, src)
+    if pad:
+        rep.findings.append(pad)
     one_based = _one_based_labels(rep.labels, src)
     if one_based:
         rep.findings.append(one_based)

@@ -234,6 +234,93 @@ def lengths_match_padding(batches, label=None) -> dict | None:
     return {"rows": rows, "mismatched": mismatched, "same_lengths_other_rows": permuted, **(where or {})}
 
 
+def _padding(x: torch.Tensor):
+    """(side, content length per row) of a padded sequence tensor: integer (rows, time) whose pad id sits only in
+    one run at the right or left end of rows, or float (rows, time, features) padded with all-zero steps; None when
+    it is not padded (fixed-length windows, text whose most common token also ends rows)."""
+    if x.dim() == 2 and not x.is_floating_point() and x.dtype != torch.bool:
+        ends = {"right": x[:, -1], "left": x[:, 0]}
+        is_pad = {side: x == torch.mode(e).values for side, e in ends.items()}
+    elif x.dim() == 3 and x.is_floating_point():
+        is_pad = dict.fromkeys(("right", "left"), (x == 0).all(-1))
+    else:
+        return None
+    rows, steps = x.shape[:2]
+    if rows < 4 or steps < 4:
+        return None
+    for side, pad in is_pad.items():
+        run = (pad.flip(1) if side == "right" else pad).long().cumprod(1).sum(1)
+        content = steps - run
+        padded = int((run > 0).sum())
+        # padding is only ever at the end of rows; rows of several lengths, a quarter of them padded at least
+        if int(pad.sum()) <= int(run.sum()) * 1.01 and padded >= rows / 4 and int(content.min()) >= 1 \
+                and int(content.max()) > int(content.min()):
+            return side, content
+    return None
+
+
+def padding_read(target, model, batches, label) -> dict | None:
+    """Does the model's output for a row change when only its padding changes? The short rows of a padded batch,
+    fed once as they come and once with the padding cut to their longest content (every tensor aligned with the
+    time axis cut the same way): a model that masks, packs or gathers at each row's length gives the same output
+    both times; one that pools over pads, reads the last padded step or lets pads into attention does not.
+    The change is relative to how much outputs differ between rows."""
+    lab = label or ""
+    for b in batches:
+        found = next(((p, t, pad) for p, t in T.flatten(b) if p != lab and (pad := _padding(t)) is not None), None)
+        if found:
+            break
+    else:
+        return None
+    path, x, (side, content) = found
+    rows, steps = x.shape[:2]
+    order = content.argsort()
+    keep = order[: max(2, int((content <= steps // 2).sum()))].sort().values  # rows in their order: a batch
+    # sorted by length for pack_padded_sequence stays sorted
+    width = int(content[keep].max())
+    if width >= steps:
+        return None
+
+    def cut(t, p):
+        if t.dim() == 0 or t.shape[0] != rows:
+            return t
+        t = t[keep.to(t.device)]
+        if t.dim() >= 2 and t.shape[1] == steps:  # inputs, masks, per-step labels alike
+            t = t[:, :width] if side == "right" else t[:, steps - width:]
+        return t
+
+    full = T._map_tensors(b, lambda t, p: t[keep.to(t.device)] if t.dim() and t.shape[0] == rows else t)
+    short = T._map_tensors(b, cut)
+    m = copy.deepcopy(model)
+    m.eval()
+    preds = []
+    for batch in (full, short):
+        spy = T.LossSpy()
+        torch.manual_seed(0)
+        with torch.no_grad(), spy:
+            target.loss(m, batch)
+        if spy.input is None or not spy.input.is_floating_point():
+            return {"skipped": "the loss calls no standard torch loss function on a float prediction"}
+        preds.append(spy.input.float())
+    a, c = preds
+    n = len(keep)
+    if a.shape != c.shape:  # per-position outputs: compare each row's content positions
+        try:
+            a, c = a.reshape(n, steps, -1), c.reshape(n, width, -1)
+        except RuntimeError:
+            return {"skipped": f"the prediction's shape {list(a.shape)} does not follow the rows and time steps"}
+        a = a[:, :width] if side == "right" else a[:, steps - width:]
+        pos = torch.arange(width)
+        mine = content[keep].to(pos.device)[:, None]
+        real = (pos[None] < mine) if side == "right" else (pos[None] >= width - mine)
+        a, c = a[real], c[real]
+    spread = (a - a.mean(0)).norm()
+    scale = spread if float(spread) > 1e-6 * float(a.norm()) else a.norm()
+    v = T.to_floats((c - a).norm() / scale.clamp(min=1e-12))
+    return {"tensor": "batch" + path, "side": side, "rows": n, "steps": steps, "cut_to": width,
+            "output_change": v[0]}
+
+
 def run(job):
     a = job.args
     target = load_target(a["target"], a["workspace"])
@@ -311,6 +398,10 @@ def run(job):
             report["alignment"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     else:
         report["alignment"] = {"skipped": "could not tell the labels from the inputs in the batch"}
+    try:
+        report["padding"] = padding_read(target, model, batches, label)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["padding"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     if label is not None:
         try:
             report["label_prior"] = label_prior(target, model, batches)
