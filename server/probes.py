@@ -94,8 +94,8 @@ async def data_check(
     timeout_s: Timeout = 180.0,
     ctx: Context = None,
 ) -> Annotated[CallToolResult, P.DataCheckReport]:
-    """When the loss is suspiciously good or stuck near chance: input NaN/Inf and scales, label balance, leakage, real
-    vs permuted labels, layers left in eval mode."""
+    """When the loss is too good or stuck at chance: input NaN/Inf and scales, label balance, leakage, real vs
+    permuted labels, padding the model reads, eval-mode layers."""
     rep = await P.data_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx))
     return reply(rep)
 
