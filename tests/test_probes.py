@@ -949,3 +949,22 @@ def test_data_check_reports_the_label_prior(workspace):
     rep = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE)))
     # two balanced-ish classes: the prior is close to log 2
     assert 0.6 < rep.label_prior_loss <= math.log(2) + 1e-4, rep
+
+
+def test_an_initial_loss_a_little_above_chance_is_a_hypothesis_and_far_above_is_bad_init():
+    """Dev healthy_headline_textcnn: a default head over max-pooled BatchNorm features starts at 1.6x ln 5; the
+    toy bad_init (an output layer with std 5) at 7x. Only the second is a verdict."""
+    import math
+
+    from tools.probes import init_report_from
+
+    def finding(loss, classes=5):
+        raw = {"loss": loss, "expected": math.log(classes), "expected_from": "ln(C)", "loss_kind": "cross_entropy",
+               "output": {"std": 1.4}, "layers": [{"module": "fc", "module_type": "Linear", "std": 1.4,
+                                                   "input_std": 1.2}]}
+        return next(f for f in init_report_from(raw).findings if f.failure_mode == "bad_init")
+
+    mild, bad = finding(2.59), finding(7.4 * math.log(10), classes=10)
+    assert mild.confidence < 0.5 and "mildly" in mild.summary and "std 1.4" in mild.summary, mild.summary
+    assert "blows the scale up 1x" not in mild.summary
+    assert bad.confidence >= 0.8 and "mildly" not in bad.summary, bad.summary
