@@ -124,6 +124,29 @@ def test_what_is_wrong_leads_a_merge_over_a_symptom_however_corroborated():
     assert top.summary == "x and y drawn apart" and top.location == "train.py:68" and top.confidence > 0.85
 
 
+def test_a_measured_cause_leads_a_symptom_from_the_same_step_and_explains_a_slow_one_batch_fit():
+    """Dev call_intent_gru_last_pad: data_check says both "labels carry no signal" (0.65, a symptom) and "the model
+    reads its padding" (0.6, measured); the second says what is wrong and leads. A one-batch fit that stops short
+    (lr_too_low) is then its symptom, not a second cause."""
+    from tools.triage import weigh_by_padding
+
+    symptom = Finding(failure_mode="data_pipeline", confidence=0.65, summary="labels carry no signal",
+                      facts={"symptom_only": True, "labels_no_signal": True})
+    pads = Finding(failure_mode="data_pipeline", confidence=0.6, summary="the model reads the padding",
+                   facts={"reads_padding": True})
+    slow = Finding(failure_mode="lr_too_low", confidence=0.61, summary="the loss fell only 0.9 of the way")
+    for order in ([symptom, pads], [pads, symptom]):
+        merged = merge_findings([("data_check", f) for f in order] + [("overfit_test", slow)])
+        top = next(f for f in merged if f.failure_mode == "data_pipeline")
+        assert top.summary == "the model reads the padding" and top.confidence == 0.6
+        weighed = sorted(weigh_by_padding(merged), key=lambda f: -f.confidence)
+        assert [f.failure_mode for f in weighed] == ["data_pipeline", "lr_too_low"]
+        assert weighed[1].confidence < 0.5 and "reads its padding" in weighed[1].summary
+    # a hypothesis-strength padding reading explains nothing away
+    weak = pads.model_copy(update={"confidence": 0.45})
+    assert weigh_by_padding([slow, weak])[0].confidence == 0.61
+
+
 def test_a_probe_cut_short_by_the_budget_is_not_called_a_hang():
     from tools.errors import TriageError
 

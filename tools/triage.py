@@ -161,8 +161,8 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
             by_mode[f.failure_mode] = (f.model_copy(deep=True), {step}, rank)
             continue
         best, steps, best_rank = by_mode[f.failure_mode]
-        if step in steps:  # the same step saying it twice is not new evidence
-            if f.confidence > best.confidence:
+        if step in steps:  # the same step saying it twice is not new evidence; what says what is wrong leads
+            if rank > best_rank:  # (data_check: "the model reads its pads" over "the labels carry no signal")
                 by_mode[f.failure_mode] = (f.model_copy(deep=True), steps, rank)
             continue
         f_leads = rank > best_rank
@@ -599,6 +599,18 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
         return findings
     return [explained(f, top, "a loss fed probabilities learns slowly at any LR: its gradient is squashed")
             if f.failure_mode == "lr_too_low" else f for f in findings]
+
+
+def weigh_by_padding(findings: list[Finding]) -> list[Finding]:
+    """A model measured to read its padding (data_check cut the pads of short rows and their outputs moved) sees
+    short rows through steps that carry no content: it fits even one batch slowly and its loss starts flat, at any
+    LR. An LR reading that says "too low" is then its symptom, not a second cause."""
+    pad = next((f for f in findings if f.failure_mode == "data_pipeline" and f.facts.get("reads_padding")
+                and f.confidence >= VERDICT), None)
+    if pad is None:
+        return findings
+    return [explained(f, pad, "a model that reads its padding fits slowly at any LR: short rows are read through "
+                      "pads") if f.failure_mode == "lr_too_low" else f for f in findings]
 
 
 def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
@@ -1069,6 +1081,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.failure_mode == "data_pipeline" and top.facts.get("inputs_not_normalised") \
                 and not top.facts.get("never_beat_prior"):  # a scale note folded into a label finding is no cause
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
+        if top.failure_mode == "data_pipeline" and top.facts.get("reads_padding"):
+            args["params"] = {"check_padding": True}
+            args.pop("command", None)  # the model's outputs decide; a run of the script adds nothing to the test
         why = "BEFORE the fix: it must fail now, and pass after the fix"
         if top.facts.get("splits_differ") and target:
             # the factory hands over training batches only: the bug is in how validation is built
@@ -1284,13 +1299,13 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_run_progress(weigh_by_loss_input(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_run_progress(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
-                              seen.get("grad_norm_snapshot:script"))), seen.get("overfit_test"), log_loss(), log_val()))
+                              seen.get("grad_norm_snapshot:script")))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

@@ -1,15 +1,16 @@
-"""Support-ticket intent classifier: tiny pre-LN transformer, MLM-pretrained in-script.
+"""Support-ticket intent classifier: tiny pre-LN transformer, pretrained in-script.
 
-Stage 1 ("pretraining"): a 2-layer transformer encoder is trained with a
-BERT-style masked-token objective on a pool of unlabeled support tickets.
-Stage 2 (fine-tuning): the MLM head is dropped, a fresh linear head is put on
-the [CLS] (position 0) hidden state, and the whole thing is fine-tuned on a
-small labeled set with discriminative learning rates (encoder 3e-4, head 3e-3),
-AdamW, linear warmup then linear decay.
+Stage 1 ("pretraining"): a 2-layer transformer encoder is trained on a large
+pool of historical tickets that only carry the coarse queue they were routed
+to (payments / accounts / operations), predicted from the [CLS] token.
+Stage 2 (fine-tuning): the routing head is dropped, a fresh 6-way intent head
+is put on the [CLS] (position 0) hidden state, and the whole model is
+fine-tuned on a small labeled set with discriminative learning rates
+(encoder 1e-3, new head 3e-3), AdamW, linear warmup then linear decay.
 
 Tickets are "[CLS] w1 w2 ... wn" right-padded with PAD=0 to the longest ticket
 in the batch; attention ignores pads via src_key_padding_mask = (ids == PAD).
-Logging imitates a Lightning progress bar.
+Fine-tuning logs imitate a Lightning progress bar.
 """
 import math
 import random
@@ -21,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SEED = 7
-PAD, CLS, MASK = 0, 1, 2
+PAD, CLS, UNK = 0, 1, 2
 N_SPECIAL = 3
 INTENTS = ["billing", "login", "shipping", "refund", "bug_report", "cancel"]
 NUM_CLASSES = len(INTENTS)
@@ -41,13 +42,13 @@ N_TRAIN, N_VAL = 1280, 600
 
 D_MODEL, N_HEADS, N_LAYERS, D_FF = 64, 4, 2, 128
 
-PRETRAIN_STEPS = 300
+PRETRAIN_STEPS = 250
 PRETRAIN_BS = 32
-PRETRAIN_LR = 1e-3
+PRETRAIN_LR = 2e-3
 
 FT_EPOCHS = 6
 FT_BS = 32
-BACKBONE_LR = 3e-4
+BACKBONE_LR = 1e-3
 HEAD_LR = 3e-3
 WEIGHT_DECAY = 0.01
 WARMUP_FRAC = 0.1
@@ -223,7 +224,7 @@ def pretrain(encoder, routed):
     xs, queues = routed
     net = QueueRouter(encoder, len(QUEUES))
     opt = torch.optim.AdamW(net.parameters(), lr=PRETRAIN_LR, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, linear_warmup_decay(PRETRAIN_STEPS, 30))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, linear_warmup_decay(PRETRAIN_STEPS, 25))
     g = torch.Generator().manual_seed(SEED + 100)
     print(f"[pretrain] queue routing on {len(xs)} historical tickets "
           f"({len(QUEUES)} queues), {PRETRAIN_STEPS} steps, bs={PRETRAIN_BS}")

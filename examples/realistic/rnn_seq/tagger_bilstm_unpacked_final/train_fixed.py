@@ -2,7 +2,7 @@
 
 Each clip is a 4-channel wrist IMU recording (accel x/y/z + gyro z) of one
 gesture, segmented by an upstream detector, so clip lengths vary a lot
-(24..160 samples at 50 Hz). Gestures: circle clockwise / counter-clockwise,
+(20..120 samples at 50 Hz). Gestures: circle clockwise / counter-clockwise,
 each either released or finished with a confirm "tap" (a short z-axis
 impulse just before the segment ends). Channels are standardised with train
 statistics; clips are zero-padded after their end to the batch max length and
@@ -29,18 +29,18 @@ N_CH = 4
 
 def parse_args():
     p = argparse.ArgumentParser()
-    p.add_argument("--n_train", type=int, default=1600)
+    p.add_argument("--n_train", type=int, default=1536)
     p.add_argument("--n_eval", type=int, default=400)
-    p.add_argument("--min_len", type=int, default=24)
-    p.add_argument("--max_len", type=int, default=160)
+    p.add_argument("--min_len", type=int, default=20)
+    p.add_argument("--max_len", type=int, default=120)
     p.add_argument("--per_device_train_batch_size", type=int, default=32)
-    p.add_argument("--num_train_epochs", type=int, default=8)
+    p.add_argument("--num_train_epochs", type=int, default=6)
     p.add_argument("--learning_rate", type=float, default=3e-3)
     p.add_argument("--weight_decay", type=float, default=1e-4)
     p.add_argument("--warmup_ratio", type=float, default=0.06)
     p.add_argument("--max_grad_norm", type=float, default=1.0)
-    p.add_argument("--hidden_size", type=int, default=48)
-    p.add_argument("--logging_steps", type=int, default=20)
+    p.add_argument("--hidden_size", type=int, default=32)
+    p.add_argument("--logging_steps", type=int, default=24)
     p.add_argument("--seed", type=int, default=0)
     return p.parse_known_args()[0]
 
