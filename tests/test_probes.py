@@ -695,17 +695,6 @@ def test_fixed_length_text_is_not_padding():
     assert _padding(torch.randn(16, 32, 4)) is None  # sensor windows with no all-zero steps
 
 
-def test_data_check_says_a_gru_read_at_its_last_padded_step_reads_the_padding(workspace):
-    _, path = _reader(workspace, "last")
-    rep = run(lambda: P.data_check(workspace, f"{path}:make_target"))
-    f = next(f for f in rep.findings if "reads the padding" in f.summary)
-    assert f.failure_mode == "data_pipeline" and f.confidence >= 0.75, rep.text()
-    # where the readout is written: the model's forward, file:line
-    assert f.location.endswith("(Reader.forward)") and "reader_last_right.py:" in f.location
-    assert "in Reader.forward" in f.summary
-    assert "21 to" in f.summary and rep.padding_output_change >= 1.0 and "lengths - 1" in f.fix
-
-
 @pytest.mark.parametrize("head,caught", [("nn.Sigmoid()", True), ("nn.Identity()", False)])
 def test_init_loss_catches_a_sigmoid_fed_to_bce_with_logits(workspace, head, caught):
     spec = inline_target(workspace, f"""

@@ -25,6 +25,8 @@ def _fork_servers() -> list:
 def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace, no_stray_processes):
     # no_stray_processes: the server's fork server (and all it forked) ends with the session
     _copy(workspace, "nan_log_zero", "bad_init", "healthy_mlp", "label_leakage", "lr_too_high")
+    from test_probes import _reader
+    _reader(workspace, "last")
     calls = [
         ("nan_hook_run", {"target": "nan_log_zero/train.py:make_target"}, lambda s: s["found"] and s["cause"] == "log(0)"),
         ("init_loss_check", {"target": "bad_init/train.py:make_target"}, lambda s: s["verdict"] == "too_high"),
@@ -33,6 +35,11 @@ def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace, no_stra
          lambda s: s["findings"] == [] and len(s["params"]) == 6),
         ("data_check", {"target": "label_leakage/train.py:make_target"},
          lambda s: any(f["failure_mode"] == "data_leakage" for f in s["findings"])),
+        # a GRU read at the padded tensor's last step: the finding names the model's forward, file:line
+        ("data_check", {"target": "reader_last_right.py:make_target"},
+         lambda s: s["padding_output_change"] >= 1.0 and any(
+             f["failure_mode"] == "data_pipeline" and f["confidence"] >= 0.75 and "in Reader.forward" in f["summary"]
+             and f["location"].endswith("(Reader.forward)") and "lengths - 1" in f["fix"] for f in s["findings"])),
         ("lr_range_test", {"target": "lr_too_high/train.py:make_target", "steps": 60},
          lambda s: s["current_position"] in ("above", "diverging")),
     ]
