@@ -1168,7 +1168,7 @@ def _padding_finding(pad: dict, src: str) -> Finding | None:
     if not is_finite(change) or change < PAD_READ:
         return None
     dominates = change >= PAD_DOMINATES
-    where = f" in {pad['forward'].rsplit(' (', 1)[-1].rstrip(')')}" if pad.get("forward") else ""
+    where = f" in {pad['forward_name']}" if pad.get("forward") else ""
     return Finding(
         failure_mode="data_pipeline", confidence=0.75 if dominates else 0.6 if change >= PAD_HARMS else 0.45,
         summary=(f"the model reads the padding{where}: cutting the {pad.get('side')} padding of the {pad.get('rows')} "
@@ -1177,7 +1177,7 @@ def _padding_finding(pad: dict, src: str) -> Finding | None:
                  + (", more than rows differ from one another" if dominates else "")),
         evidence=[Evidence(what="output change when only the padding is cut / spread of outputs between rows",
                            value=change, source=src)],
-        location=pad.get("forward") or pad.get("tensor"),
+        location=f"{pad['forward']} ({pad['forward_name']})" if pad.get("forward") else pad.get("tensor"),
         fix=("Make the model see each row's real length: pool with a mask (sum over non-pad steps / length), take "
              "an RNN's output at lengths - 1 or pack with pack_padded_sequence(..., enforce_sorted=False) and use "
              "h_n, and pass the padding mask to attention (src_key_padding_mask / attention_mask)"),

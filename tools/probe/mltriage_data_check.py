@@ -318,11 +318,11 @@ def padding_read(target, model, batches, label) -> dict | None:
     scale = spread if float(spread) > 1e-6 * float(a.norm()) else a.norm()
     v = T.to_floats((c - a).norm() / scale.clamp(min=1e-12))
     return {"tensor": "batch" + path, "side": side, "rows": n, "steps": steps, "cut_to": width,
-            "output_change": v[0], "forward": _forward_of(model)}
+            "output_change": v[0], "forward": _forward_of(model), "forward_name": f"{type(model).__name__}.forward"}
 
 
 def _forward_of(model) -> str | None:
-    """file:line (Class.forward) of the model's forward, where its readout of the sequence is written."""
+    """file:line of the model's forward, where its readout of the sequence is written."""
     import inspect
 
     fwd = type(model).forward
@@ -332,7 +332,7 @@ def _forward_of(model) -> str | None:
         return None
     if not file or "site-packages" in file or "/torch/" in file:
         return None  # nn.Sequential and the like: the readout is in a module of the user's, not here
-    return f"{file}:{line} ({type(model).__name__}.forward)"
+    return f"{file}:{line}"
 
 
 def run(job):
