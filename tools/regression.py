@@ -89,10 +89,14 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
        "match each row's padding; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
-       "std <= max_std); with check_padding, cutting the padding of short rows leaves the model's outputs as they "
-       "were (change under max_padding_change of the spread between rows).",
+       "std <= max_std).",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
-        "max_std": 20.0, "check_padding": False, "max_padding_change": 0.05}),
+        "max_std": 20.0}),
+    _T("padding", "target",
+       "The model does not read its padding: the shortest rows of a padded batch, fed as they come and with their "
+       "padding cut to their longest content, give the same outputs (change under max_padding_change of the "
+       "spread between rows). No training: it runs in seconds.",
+       {"batches": 32, "max_padding_change": 0.05}),
     _T("validation_data", "target+function",
        "What a model learns from the target's training batches holds on FUNCTION's validation batches (FUNCTION() "
        "returns them: a list or DataLoader of batches, or one (inputs, labels) pair): its best validation loss "
@@ -777,7 +781,7 @@ KNOBS = {
     "dead_units": "a lower dead fraction: params={'max_dead_fraction': 0.1}",
     "vanishing_gradients": "a higher minimum ratio: params={'min_ratio': 0.05}",
     "data_pipeline": "a larger margin: params={'margin': 0.3}; for badly scaled inputs: params={'check_scale': True}; "
-                     "for a model that reads its padding: params={'check_padding': True}",
+                     "for a model that reads its padding: template='padding'",
     "lr_schedule": "the true horizon and peak: params={'horizon': <max_iters of the real run>, 'peak': <the LR you intended>}",
     "causality": "the real sequence length: params={'seq_len': <block_size>}",
 }

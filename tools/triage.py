@@ -1082,8 +1082,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 and not top.facts.get("never_beat_prior"):  # a scale note folded into a label finding is no cause
             args["params"] = {"check_scale": True}  # the test asserts what the finding measured
         if top.failure_mode == "data_pipeline" and top.facts.get("reads_padding"):
-            args["params"] = {"check_padding": True}
-            args.pop("command", None)  # the model's outputs decide; a run of the script adds nothing to the test
+            # the model's outputs with and without pads decide, in seconds: no training, no script run
+            args.pop("command", None)
+            args["template"] = "padding"
         why = "BEFORE the fix: it must fail now, and pass after the fix"
         if top.facts.get("splits_differ") and target:
             # the factory hands over training batches only: the bug is in how validation is built
