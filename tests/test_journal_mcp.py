@@ -85,6 +85,27 @@ def test_script_mode_test_over_stdio_catches_a_loop_bug(workspace, no_stray_proc
     run(body)
 
 
+def test_the_padding_test_over_stdio_catches_a_gru_read_at_its_padded_last_step_and_the_fix_passes(
+        workspace, no_stray_processes):
+    """Dev call_intent_gru_last_pad with the template triage's next step names (template='padding': no training)."""
+    shutil.copytree(EXAMPLES / "realistic" / "rnn_seq" / "call_intent_gru_last_pad", workspace, dirs_exist_ok=True)
+
+    async def body():
+        async with stdio_client(workspace) as client:
+            args = {"failure_mode": "data_pipeline", "target": "train.py:make_target", "template": "padding"}
+            broken = await client.call_tool("write_regression_test", args)
+            report = broken.structured_content
+            assert report["catches_bug"] and report["template"] == "padding", text_of(broken)
+            assert "moved their outputs by 0.551x" in report["failure_message"]
+            no_target = await client.call_tool("write_regression_test", {**args, "target": None, "name": "x"})
+            assert no_target.is_error and "padding template needs target=" in text_of(no_target)
+            shutil.copy(workspace / "train_fixed.py", workspace / "train.py")
+            fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
+            assert fixed.structured_content["passes_now"], text_of(fixed)
+
+    run(body)
+
+
 SPLITS = '''
 import torch
 from torch import nn

@@ -505,24 +505,6 @@ def test_an_unscaled_column_fails_the_scale_check_and_the_scaled_table_passes(wo
     assert after.passes_now, after.text()
 
 
-def test_a_gru_read_at_its_padded_last_step_fails_the_padding_test_and_the_fix_passes(tmp_path):
-    """Dev call_intent_gru_last_pad, with the template triage asks for: on the bug and on the fix side by side."""
-    procs = {}
-    for state in ("broken", "fixed"):
-        ws = tmp_path / state
-        (ws / "tests").mkdir(parents=True)
-        _copy_example("realistic/rnn_seq/call_intent_gru_last_pad", ws / "examples" / "call_intent",
-                      fixed=state == "fixed")
-        _render(ws, "intent", "call_intent", "data_pipeline", None, {}, template="padding")
-        procs[state] = subprocess.Popen(
-            [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=ws,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    out = {state: p.communicate(timeout=300)[0].decode(errors="replace") for state, p in procs.items()}
-    assert procs["broken"].returncode == 1 and "the model reads pad positions" in out["broken"], out["broken"][-2000:]
-    assert "1 failed" in out["broken"] and "outputs by" in out["broken"]
-    assert procs["fixed"].returncode == 0 and "1 passed" in out["fixed"], out["fixed"][-2000:]
-
-
 def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
     from tools.report import Evidence, Finding
     from tools.triage import suggest_next
