@@ -960,3 +960,78 @@ def test_an_initial_loss_a_little_above_chance_is_a_hypothesis_and_far_above_is_
     assert mild.confidence < 0.5 and "mildly" in mild.summary and "std 1.4" in mild.summary, mild.summary
     assert "blows the scale up 1x" not in mild.summary
     assert bad.confidence >= 0.8 and "mildly" not in bad.summary, bad.summary
+
+
+ROWS_TARGET = '''
+import csv, os, random, torch
+import pandas as pd
+
+def table(path):
+    if os.path.exists(path):
+        return
+    rng = random.Random(0)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["unit", "temp", "load", "fault"])
+        for i in range(600):
+            temp = rng.gauss(50, 10)
+            load = "" if i % 7 == 3 else f"{rng.gauss(0.5, 0.2):.4f}"
+            w.writerow([f"u{i}", f"{temp:.3f}", load, int(temp > 50)])
+
+def make_target():
+    table("readings.csv")
+    df = pd.read_csv("readings.csv")
+    {PIPELINE}
+    x = torch.tensor(X, dtype=torch.float32)
+    x = (x - x.mean(0)) / x.std(0)
+    t = torch.tensor(y, dtype=torch.long)
+    model = torch.nn.Linear(x.shape[1], 2)
+    data = [(x[i:i + 64], t[i:i + 64]) for i in range(0, 512, 64)]
+    return {"model": model, "data": data, "num_classes": 2,
+            "loss_fn": lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])}
+'''
+ROWS_PIPELINES = {
+    # rows dropped from the table, then X and y taken from it: aligned
+    "whole_table": 'df = df.dropna(); X = df[["temp", "load"]].to_numpy(); y = df["fault"].to_numpy()',
+    # rows with a missing reading dropped from the features only: from row 3 on each row has another's label
+    "features_only": ('X = df[["temp", "load"]].dropna().to_numpy(); y = df["fault"].to_numpy()[:len(X)]'),
+    # two exports stacked in another order than the labels': blocks of round sizes swap places
+    "blocks_swapped": ('df = df.fillna(0.5); X = df[["temp", "load"]].to_numpy(); f = df["fault"].to_numpy(); '
+                       'import numpy as np; y = np.concatenate([f[180:360], f[:180], f[360:]])'),
+    # next-row forecast: a constant lag keeps the code a function of the row
+    "next_row": ('df = df.fillna(0.5); X = df[["temp", "load"]].to_numpy()[:-1]; y = df["fault"].to_numpy()[1:]'),
+}
+
+
+@pytest.mark.parametrize("pipeline,moved", [("whole_table", False), ("features_only", True), ("blocks_swapped", True),
+                                             ("next_row", False)])
+def test_rows_coded_through_a_csv_pipeline_show_features_paired_with_other_rows_labels(workspace, pipeline, moved):
+    """The coded second pass: a pipeline that drops rows of the features only pairs 6 in 7 rows with another
+    row's label; two blocks of 180 rows swapped (a multiple of 60: a modulus of 60 would code them alike) pair
+    360 of the 512 rows apart; dropping rows from the whole table, or forecasting the next row, keeps every
+    row's code."""
+    (workspace / "t.py").write_text(ROWS_TARGET.replace("{PIPELINE}", ROWS_PIPELINES[pipeline]))
+    rep = run(lambda: P.data_check(workspace, "t.py:make_target"))
+    assert rep.error is None, rep.error
+    found = [f for f in rep.findings if (f.facts or {}).get("rows_moved_apart")]
+    if moved:
+        assert rep.rows_kept_labels < P.ROWS_MOVED and found, rep.rows_kept_labels
+        assert found[0].failure_mode == "data_pipeline" and found[0].confidence >= 0.6
+    else:
+        assert rep.rows_kept_labels == 1.0 and not found, rep
+
+
+def test_a_factory_that_writes_beside_its_data_is_not_run_on_coded_tables(workspace):
+    """Coded rows must never reach a user's file: a factory that caches next to its CSV is skipped, the cache
+    written by the plain pass stays as it was."""
+    body = ROWS_PIPELINES["features_only"] + '; open("cache.txt", "w").write(str(float(X.sum())))'
+    (workspace / "t.py").write_text(ROWS_TARGET.replace("{PIPELINE}", body))
+    rep = run(lambda: P.data_check(workspace, "t.py:make_target"))
+    cached = (workspace / "cache.txt").read_text()
+    assert rep.rows_kept_labels is None and "for writing" in rep.rows_note, rep.rows_note
+    import pandas as pd
+    plain_x = pd.read_csv(workspace / "readings.csv")[["temp", "load"]].dropna().to_numpy()
+    assert float(cached) == float(plain_x.sum())  # the plain data's sum, not a coded table's
+    (workspace / "t.py").write_text(ROWS_TARGET.replace("{PIPELINE}", ROWS_PIPELINES["features_only"]))
+    plain = run(lambda: P.data_check(workspace, "t.py:make_target"))
+    assert plain.rows_kept_labels is not None

@@ -1094,6 +1094,10 @@ class DataCheckReport(ProbeReport):
     alignment_note: str | None = None
     label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
     padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
+    rows_kept_labels: Num = Field(None, description=(
+        "with the tables the factory reads coded row by row, the share of batch rows whose features still determine "
+        "their label (1: every row keeps its own label; 0: no better than chance)"))
+    rows_note: str | None = None
 
     def headline(self) -> str:
         if self.error:
@@ -1185,6 +1189,38 @@ def _padding_finding(pad: dict, src: str) -> Finding | None:
         facts={"reads_padding": True})
 
 
+ROWS_MOVED = 0.9    # under this score (1.0 when rows stay whole, 0 at chance), rows were paired apart
+ROWS_MOSTLY = 0.6   # a verdict, not a hypothesis
+ROWS_UNCODED = 0.3  # with labels the coding may not have reached, a score under this is noise, not rows moved
+
+
+def _rows_finding(rows: dict, src: str) -> Finding | None:
+    """The tables' rows coded by their id before the factory read them (mltriage_rows): a batch row whose
+    features and label came from one source row keeps a feature code that determines the label."""
+    kept = rows.get("kept")
+    if not is_finite(kept) or kept >= ROWS_MOVED or rows.get("rows", 0) < 100:
+        return None
+    if kept < ROWS_UNCODED and not rows.get("label_coded"):
+        return None  # the labels may come from somewhere the coding did not reach (the best of many columns)
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75 if kept < ROWS_MOSTLY else 0.6,
+        summary=(f"rows are paired with other rows' labels in the data pipeline: the factory run again on its tables "
+                 f"with each row's values coded by the row's id, the coded feature {rows.get('column')} predicts the "
+                 f"label of {rows.get('purity', 0):.0%} of the {rows['rows']} batch rows (100% when rows stay whole, "
+                 f"{rows.get('chance', 0):.0%} by chance): features and labels were paired by position after one "
+                 "side's rows were dropped, joined, sorted or reindexed"),
+        evidence=[Evidence(what="rows whose label the coded feature predicts, chance removed (1: rows stay whole)",
+                           value=kept, source=src),
+                  Evidence(what="rows whose label is their code's most common one / the same with labels shuffled",
+                           value=f"{_fmt(rows.get('purity'))} / {_fmt(rows.get('chance'))}", source=src)],
+        location=rows.get("column"),
+        fix=("Keep features and labels in one table until the end: drop, filter, sort, merge or reindex the table, "
+             "then take X and y from it (or join on a key, never by position); check with an assert that an id "
+             "column matches row for row"),
+        avoid="Do not tune the model or the LR: a share of the rows teaches a label that is not theirs",
+        facts={"rows_moved_apart": True})
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -1205,6 +1241,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           if al.get("real") else [],
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
+                          rows_kept_labels=(raw.get("rows") or {}).get("kept"),
+                          rows_note=(raw.get("rows") or {}).get("skipped"),
                           **fields)
     src = "data_check"
     for i in inputs:
@@ -1257,6 +1295,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad = _padding_finding(raw.get("padding") or {}, src)
     if pad:
         rep.findings.append(pad)
+    moved = _rows_finding(raw.get("rows") or {}, src)
+    if moved:
+        rep.findings.append(moved)
     one_based = _one_based_labels(rep.labels, src)
     if one_based:
         rep.findings.append(one_based)

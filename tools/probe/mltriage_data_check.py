@@ -11,6 +11,7 @@ import time
 
 import torch
 
+import mltriage_rows as R
 import mltriage_torch as T
 from mltriage_init_loss import eval_mode_modules
 from mltriage_io import UserCodeError, main
@@ -335,11 +336,43 @@ def _forward_of(model) -> str | None:
     return f"{file}:{line}"
 
 
+def rows_keep_labels(a, tables, target, batches, label):
+    """Run the factory again on coded tables (mltriage_rows): do the batch rows keep their own labels?"""
+    first = [T.flatten(b, "batch") for b in batches]
+    y = dict(first[0]).get(f"batch{label}")
+    ks = set()
+    if y is not None:  # a label with few values (classes, even as floats) is coded as classes
+        k = len(torch.unique(torch.cat([dict(b)[f"batch{label}"].reshape(-1) for b in first])))
+        ks = {k} if k <= R.LOW_CARD else set()
+        if target.num_classes and ks:
+            ks.add(int(target.num_classes))
+    plan = R.Plan(tables, ks)
+    with R.reads(plan, [], a["workspace"]) as coded:
+        try:
+            again = load_target(a["target"], a["workspace"])
+            second = [T.flatten(b, "batch") for b in _distinct_batches(again, len(batches))]
+        except UserCodeError as e:
+            if isinstance(e.__cause__, R.WritesFiles):
+                return {"skipped": f"{e.__cause__}: not run on coded tables"}
+            raise
+    if not coded[0]:
+        return {"skipped": "no table column could be coded (or the factory reads its tables once, at import)"}
+    out = R.kept_labels(first, second, f"batch{label}")
+    return out if out is not None else {"skipped": "the labels are not classes or coded values"}
+
+
 def run(job):
     a = job.args
-    target = load_target(a["target"], a["workspace"])
+    tables: list = []
+    if R.wants_pandas(a["workspace"], a["target"]):
+        try:
+            import pandas  # noqa: F401 - read_csv is patched on the module their code will use
+        except ImportError:
+            pass
+    with R.reads(None, tables):
+        target = load_target(a["target"], a["workspace"])
+        batches = _distinct_batches(target, int(a.get("batches", 16)))
     model = target.model
-    batches = _distinct_batches(target, int(a.get("batches", 16)))
     spy = T.LossSpy()
     try:
         with torch.no_grad(), spy:
@@ -416,6 +449,11 @@ def run(job):
         report["padding"] = padding_read(target, model, batches, label)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["padding"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    if label is not None and tables:
+        try:
+            report["rows"] = rows_keep_labels(a, tables, target, batches, label)
+        except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+            report["rows"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     if label is not None:
         try:
             report["label_prior"] = label_prior(target, model, batches)

@@ -1,0 +1,360 @@
+"""Do the rows that reach the loss keep their own labels? A canary through the user's CSV pipeline.
+
+The factory is run twice. The first time the tables it reads (pandas.read_csv, csv.DictReader) are recorded.
+The second time every table is coded before their code sees it: each row gets an id (its key's, when tables
+share a key column; else its position), and every float column and the label-like column are rewritten as a
+function of that id modulo CODES (NaNs, keys, ids, timestamps and text kept). Whatever their pipeline then does
+to the rows (drops, joins, sorts, reindexes, splits), in a batch that keeps rows whole each coded feature column
+still determines the label. Features paired with other rows' labels do not: the share of rows whose label the
+feature code predicts falls toward chance. A constant lag (a forecast of the next row) keeps the code a function
+and is not flagged. Monotone transforms, scaling and one-hot encoding keep the code too.
+
+The coding pass writes nothing of the user's: open() for writing raises inside it (except in a temporary
+folder outside the workspace), so a factory that caches next to its data is skipped, never fed coded data into
+a user's file.
+"""
+
+import builtins
+import csv
+import io
+import math
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+
+import torch
+
+import mltriage_torch as T
+
+CODES = 59  # a prime: a block of rows moved by a round number (600, 1800, 3000 rows) still changes its code
+MAX_ROWS = 2_000_000
+LOW_CARD = 50
+
+
+class WritesFiles(RuntimeError):
+    pass
+
+
+def _num(v):
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class Plan:
+    """What to code in each table, decided from the first, recorded pass."""
+
+    def __init__(self, tables: list[dict], label_values: set[int]):
+        self.tables = tables  # per read: {"columns": {name: list}, "rows": n}
+        self.k = label_values  # how many values a label column may have (none for a regression label)
+        self.keys = set()
+        for i, a in enumerate(tables):
+            for b in tables[i + 1:]:
+                if set(a["columns"]) == set(b["columns"]):
+                    continue  # one schema read twice (a train and a test file): no key between them
+                for c in set(a["columns"]) & set(b["columns"]):
+                    if any(len(set(t["columns"][c])) >= 0.5 * max(1, t["rows"]) for t in (a, b)):
+                        self.keys.add(c)  # an id in one of them: the column joins them
+        self.key_ids: dict = {}
+        for t in tables:
+            key = self.key_of(t["columns"])
+            if key is not None:
+                for v in t["columns"][key]:
+                    self.key_ids.setdefault(v, len(self.key_ids))
+        # one coding per column name over every table that has it: a file per branch or per month, stacked
+        # later, must code a value the same way in all of them
+        union: dict = {}
+        for t in tables:
+            for c, v in t["columns"].items():
+                union.setdefault(c, []).extend(v)
+        self.kinds = {c: self.kind(v) for c, v in union.items() if c not in self.keys}
+
+    def key_of(self, columns) -> str | None:
+        return next((c for c in columns if c in self.keys), None)
+
+    def kind(self, values: list) -> tuple:
+        """('level', level per code) | ('float', lo, hi) | ('int', lo, hi) | None (kept)."""
+        present = [v for v in values if v is not None and v == v and v != ""]
+        if not present:
+            return None
+        nums = [_num(v) for v in present]
+        distinct = set(present)
+        if len(distinct) in self.k:
+            try:
+                levels = sorted(distinct)
+            except TypeError:
+                return None
+            shares = [present.count(v) / len(present) for v in levels]
+            return ("level", allocation(levels, _skewed(shares)))
+        if any(n is None or not math.isfinite(n) for n in nums) or len(distinct) <= LOW_CARD:
+            return None
+        lo, hi = min(nums), max(nums)
+        if all(n == int(n) for n in nums):
+            if len(distinct) >= 0.9 * len(present) or hi - lo < CODES - 1:
+                return None  # ids and timestamps rows are sorted and joined by; small counts a pipeline may index with
+            return ("int", int(lo), int(hi))  # a code per step at least: still one value per code
+        return ("float", lo, hi)
+
+    def coder(self, columns: dict):
+        key = self.key_of(columns)
+        kinds = {c: self.kinds.get(c) for c in columns if c not in self.keys}
+        return key, {c: k for c, k in kinds.items() if k is not None}
+
+
+def _skewed(shares: list[float]) -> bool:
+    """Code a near-balanced label skewed and a skewed one balanced: the share of each class in the coded batches
+    then shows whether the coding reached the label (mapping-free: sorted shares are compared)."""
+    k = len(shares)
+    return 0.5 * sum(abs(a - 1 / k) for a in shares) < 0.15
+
+
+def allocation(levels: list, skewed: bool) -> list:
+    """Which level each of the CODES codes gets: evenly, or most codes to the first level."""
+    k = len(levels)
+    if not skewed:
+        return [levels[(r * k) // CODES] for r in range(CODES)]
+    others = max(1, 15 // (k - 1)) if k > 1 else 0
+    counts = [CODES - others * (k - 1)] + [others] * (k - 1)
+    return [lv for lv, c in zip(levels, counts) for _ in range(c)]
+
+
+def expected_shares(shares: list[float]) -> list[float]:
+    """The sorted class shares a label coded from a column with these shares has."""
+    alloc = allocation(list(range(len(shares))), _skewed(shares))
+    return sorted((alloc.count(i) / CODES for i in range(len(shares))), reverse=True)
+
+
+def _tv(a: list[float], b: list[float]) -> float:
+    a, b = sorted(a, reverse=True), sorted(b, reverse=True)
+    n = max(len(a), len(b))
+    a, b = a + [0.0] * (n - len(a)), b + [0.0] * (n - len(b))
+    return 0.5 * sum(abs(x - y) for x, y in zip(a, b))
+
+
+def _code_value(kind, r, old, as_text):
+    if old is None or old == "" or (isinstance(old, float) and old != old):
+        return old
+    if kind[0] == "level":
+        return kind[1][r]
+    lo, hi = kind[1], kind[2]
+    v = lo + (hi - lo) * r // (CODES - 1) if kind[0] == "int" else lo + (hi - lo) * r / (CODES - 1)
+    return str(v) if kind[0] == "int" and as_text else repr(v) if as_text else v
+
+
+def _row_ids(plan: Plan, key, columns: dict, n: int) -> list[int]:
+    if key is None:
+        return list(range(n))
+    return [plan.key_ids.get(v, hash(v)) % (1 << 30) for v in columns[key]]
+
+
+def code_columns(plan: Plan, columns: dict, n: int, as_text: bool) -> tuple[dict, int]:
+    key, kinds = plan.coder(columns)
+    ids = _row_ids(plan, key, columns, n)
+    out = dict(columns)
+    for c, kind in kinds.items():
+        out[c] = [_code_value(kind, i % CODES, old, as_text) for i, old in zip(ids, columns[c])]
+    return out, len(kinds)
+
+
+@contextmanager
+def _patched(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+@contextmanager
+def reads(plan: Plan | None, record: list, workspace: str = ""):
+    """Record (plan None) or code (plan given) every table read through pandas.read_csv or csv.DictReader."""
+    real_dict_reader = csv.DictReader
+    coded = [0]
+
+    class DictReader:
+        def __init__(self, f, *args, **kwargs):
+            inner = real_dict_reader(f, *args, **kwargs)
+            rows = []
+            for row in inner:
+                rows.append(row)
+                if len(rows) > MAX_ROWS:
+                    break
+            self.fieldnames = inner.fieldnames
+            self.line_num = inner.line_num
+            self.dialect = inner.dialect
+            names = list(self.fieldnames or [])
+            columns = {c: [r.get(c) for r in rows] for c in names}
+            if plan is None:
+                record.append({"columns": columns, "rows": len(rows)})
+            else:
+                new, k = code_columns(plan, columns, len(rows), as_text=True)
+                coded[0] += k
+                for c in names:
+                    if new[c] is not columns[c]:
+                        for r, v in zip(rows, new[c]):
+                            r[c] = v
+            self._it = iter(rows)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return next(self._it)
+
+    patches = [(csv, "DictReader", DictReader)]
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        real_read_csv = pd.read_csv
+
+        def read_csv(*args, **kwargs):
+            df = real_read_csv(*args, **kwargs)
+            if not isinstance(df, pd.DataFrame) or len(df) > MAX_ROWS:
+                return df  # chunked readers and huge tables are left alone
+            columns = {str(c): df[c].tolist() for c in df.columns}
+            if plan is None:
+                record.append({"columns": columns, "rows": len(df)})
+                return df
+            new, k = code_columns(plan, columns, len(df), as_text=False)
+            coded[0] += k
+            df = df.copy()
+            for c in df.columns:
+                if new[str(c)] is not columns[str(c)]:
+                    df[c] = pd.Series(new[str(c)], index=df.index, dtype=object).infer_objects()
+            return df
+
+        patches.append((pd, "read_csv", read_csv))
+    if plan is not None:
+        real_open = builtins.open
+
+        scratch = os.path.realpath(tempfile.gettempdir())
+        own = os.path.realpath(workspace) if workspace else None
+
+        def guarded_open(file, mode="r", *args, **kwargs):
+            path = os.path.realpath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else None
+            in_scratch = path is not None and path.startswith(scratch + os.sep) and not (
+                own and (path + os.sep).startswith(own + os.sep))
+            if any(m in mode for m in "wax+") and not in_scratch:
+                raise WritesFiles(f"the factory opens {file!r} for writing")
+            return real_open(file, mode, *args, **kwargs)
+
+        patches += [(builtins, "open", guarded_open), (io, "open", guarded_open)]
+    with _stack(patches):
+        yield coded
+
+
+@contextmanager
+def _stack(patches):
+    if not patches:
+        yield
+        return
+    obj, name, value = patches[0]
+    with _patched(obj, name, value), _stack(patches[1:]):
+        yield
+
+
+def wants_pandas(workspace: str, spec: str) -> bool:
+    """Does the target's folder read CSVs with pandas? Importing pandas costs a second; only then is it worth it."""
+    where = spec.rsplit(":", 1)[0]
+    folder = os.path.dirname(where if os.path.isabs(where) else os.path.join(workspace, where)) \
+        if where.endswith(".py") else workspace
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".py")][:50]
+    except OSError:
+        return False
+    for n in names:
+        try:
+            with open(os.path.join(folder, n), encoding="utf-8", errors="replace") as f:
+                if "read_csv" in f.read(400_000):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _rows_view(t: torch.Tensor, n: int) -> torch.Tensor | None:
+    if t.dim() == 0 or t.shape[0] != n or t.numel() // n > 512:
+        return None
+    return t.detach().reshape(n, -1).float().cpu()
+
+
+def _codes(v: torch.Tensor) -> tuple[torch.Tensor, int]:
+    u, inv = torch.unique(v, return_inverse=True)
+    return inv, len(u)
+
+
+def purity(xc: torch.Tensor, nx: int, yc: torch.Tensor, ny: int) -> float:
+    """Share of rows whose label is the most common one among the rows with their feature code."""
+    table = torch.zeros(nx, ny)
+    table.index_put_((xc, yc), torch.ones(len(xc)), accumulate=True)
+    return float(table.max(1).values.sum() / len(xc))
+
+
+def kept_labels(first: list, second: list, label: str) -> dict | None:
+    """Compare the plain batches (first) with the coded ones (second). Each is a list of (path, tensor)
+    lists, one per batch."""
+    def gather(batches):
+        cols: dict = {}
+        for b in batches:
+            for path, t in b:
+                cols.setdefault(path, []).append(t.detach())
+        return {p: torch.cat(ts) if len(ts) > 1 and all(t.shape[1:] == ts[0].shape[1:] for t in ts) else None
+                for p, ts in cols.items()}
+
+    a, b = gather(first), gather(second)
+    ya, yb = a.get(label), b.get(label)
+    if ya is None or yb is None or yb.dim() == 0:
+        return None
+    n = yb.shape[0]
+    y = yb.reshape(n, -1)
+    if y.shape[1] > 1:
+        if not (y.sum(1) == 1).all():
+            return None
+        y = y.argmax(1, keepdim=True)
+    yc, ny = _codes(y[:, 0].float())
+    if ny < 2 or ny > CODES or n < 100:
+        return None
+    # a label of many values before and at most CODES now went through the coding; classes coded from a column
+    # show it in their shares (coded skewed if they were balanced, balanced if skewed)
+    if len(torch.unique(ya.float())) > CODES:
+        reached = True
+    else:
+        before = torch.unique(ya.reshape(-1).float(), return_counts=True)[1].float()
+        before = (before / before.sum()).tolist()
+        now = (torch.bincount(yc).float() / n).tolist()
+        want = expected_shares(before)
+        reached = _tv(now, want) < 0.1 and _tv(now, want) < _tv(now, before) - 0.05
+    gen = torch.Generator().manual_seed(0)
+    best, worst = None, None
+    coded = 0
+    for path, xb in b.items():
+        if path == label or xb is None or not xb.is_floating_point():
+            continue
+        xa = a.get(path)
+        vb = _rows_view(xb, n)
+        va = _rows_view(xa, xa.shape[0]) if xa is not None and xa.dim() > 0 else None
+        if vb is None or va is None or va.shape[1] != vb.shape[1]:
+            continue
+        for j in range(vb.shape[1]):
+            xc, nx = _codes(vb[:, j])
+            if not (10 <= nx <= CODES) or len(torch.unique(va[:, j])) <= CODES:
+                continue  # not a column the coding reached (it was not continuous before, or is not now)
+            coded += 1
+            p = purity(xc, nx, yc, ny)
+            perm = [purity(xc, nx, yc[torch.randperm(n, generator=gen)], ny) for _ in range(3)]
+            chance = sum(perm) / 3
+            share = (p - chance) / max(1e-9, 1 - chance)
+            if best is None or share > best["kept"]:
+                best = {"kept": share, "purity": p, "chance": chance, "column": f"{path}[:, {j}]"}
+            if worst is None or share < worst[0]:
+                worst = (share, f"{path}[:, {j}]")
+    if best is None:
+        return {"coded_columns": 0, "rows": n}
+    return {"coded_columns": coded, "rows": n, "label_values": ny, "label_coded": reached, **best,
+            "least_kept": worst[0], "least_kept_column": worst[1]}
