@@ -106,6 +106,26 @@ def test_the_padding_test_over_stdio_catches_a_gru_read_at_its_padded_last_step_
     run(body)
 
 
+def test_the_rows_test_over_stdio_catches_features_dropped_apart_from_their_labels_and_the_fix_passes(
+        workspace, no_stray_processes):
+    """Dev turbine_vib_dropna_shift (rows with a missing reading dropped from the features only) with the template
+    triage's next step names for it (template='rows': the tables coded by row id, no training)."""
+    shutil.copytree(EXAMPLES / "realistic" / "tabular" / "turbine_vib_dropna_shift", workspace, dirs_exist_ok=True)
+
+    async def body():
+        async with stdio_client(workspace) as client:
+            args = {"failure_mode": "data_pipeline", "target": "train.py:make_target", "template": "rows"}
+            broken = await client.call_tool("write_regression_test", args)
+            report = broken.structured_content
+            assert report["catches_bug"] and report["template"] == "rows", text_of(broken)
+            assert "are paired by position" in report["failure_message"], report["failure_message"]
+            shutil.copy(workspace / "train_fixed.py", workspace / "train.py")
+            fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
+            assert fixed.structured_content["passes_now"], text_of(fixed)
+
+    run(body)
+
+
 SPLITS = '''
 import torch
 from torch import nn

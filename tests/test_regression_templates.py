@@ -62,7 +62,7 @@ TARGET_TEMPLATES = {"nan_inf": "nan_inf", "broken_graph": "broken_graph", "froze
                     "loss_function": "loss_function", "train_eval_mode": "train_eval_mode",
                     "data_pipeline": "data_pipeline", "update_ratio": "lr_too_high", "dead_units": "dead_units",
                     "hang": "hang", "overfit_one_batch": "healthy", "training_step_runs": "exception",
-                    "padding": "data_pipeline"}
+                    "padding": "data_pipeline", "rows": "data_pipeline"}
 
 # Until examples/missing_zero_grad exposes its step as a function, the test appends one with the same bug
 # (and its twin with the fix); an example that defines train_step itself is used as it is.
@@ -187,6 +187,8 @@ def test_no_template_fails_on_a_healthy_run(acceptance, example):
     assert len(mine) == len(TARGET_TEMPLATES)
     # an MLP's and a CNN's batches hold no padded sequences: the padding test skips, saying so
     assert mine.pop(f"test_{example}_padding") == "skipped"
+    # nor do they read a CSV table: the rows test skips, saying so
+    assert mine.pop(f"test_{example}_rows") == "skipped"
     assert all(v == "passed" for v in mine.values()), mine
 
 
@@ -521,6 +523,8 @@ def test_triage_asks_for_the_scale_check_only_when_the_finding_is_about_scale():
     assert "params" not in args("x is not normalised, says the prose only")
     pad = args("the model reads the padding", reads_padding=True)
     assert pad["template"] == "padding" and "command" not in pad and "params" not in pad
+    rows = args("rows are paired with other rows' labels", rows_moved_apart=True)
+    assert rows["template"] == "rows" and "command" not in rows
 
 
 def _loop(clip: bool) -> str:

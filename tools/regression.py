@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field
 
 from tools.errors import TriageError
 from tools.failure_modes import FAILURE_MODES
-from tools.probe_runner import ProgressFn, choose_python, run_probe
+from tools.probe_runner import PROBE_DIR, ProgressFn, choose_python, run_probe
+from tools.probes import ROWS_MOVED, ROWS_UNCODED
 from tools.workspace import Workspace
 from tools.report import Report
 
@@ -97,6 +98,12 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "padding cut to their longest content, give the same outputs (change under max_padding_change of the "
        "spread between rows). No training: it runs in seconds.",
        {"batches": 32, "max_padding_change": 0.05}),
+    _T("rows", "target",
+       "Rows keep their own labels through the CSV pipeline: the factory run on its tables with each row's values "
+       "coded by the row's id (pandas.read_csv, csv.DictReader) gives batches whose coded features still predict "
+       "every row's label. Catches features and labels paired by position after one side's rows were dropped, "
+       "joined, sorted or reindexed, however partly. No training: seconds.",
+       {"batches": 16, "min_kept": ROWS_MOVED, "uncoded_floor": ROWS_UNCODED}, ("_target", "_rows")),
     _T("validation_data", "target+function",
        "What a model learns from the target's training batches holds on FUNCTION's validation batches (FUNCTION() "
        "returns them: a list or DataLoader of batches, or one (inputs, labels) pair): its best validation loss "
@@ -471,7 +478,17 @@ def _check_literal(value: Any, where: str) -> None:
 
 # ---------------------------------------------------------------- rendering
 
+# parts that are a probe module itself (stdlib + torch): the generated test runs the probe's own code, so the
+# two cannot drift apart
+PROBE_PARTS = {"_rows": "mltriage_rows.py"}
+
+
 def _read(name: str) -> str:
+    if name in PROBE_PARTS:
+        source = (PROBE_DIR / PROBE_PARTS[name]).read_text()
+        body = ast.parse(source).body
+        start = body[1].lineno if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else 1
+        return f"# mltriage's probe {PROBE_PARTS[name]}, as it is\n" + "\n".join(source.splitlines()[start - 1:])
     return (TEMPLATE_DIR / f"{name}.py.tmpl").read_text()
 
 

@@ -1090,11 +1090,10 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             # the factory hands over training batches only: the bug is in how validation is built
             why += ("; add function='<file>.py:<fn>' returning the validation batches or one (inputs, labels) "
                     "pair: the bug is in how validation is built, which the target does not hand over")
-        if top.facts.get("rows_moved_apart"):
-            # no template codes the tables yet; the permuted-labels test passes while most rows keep their labels
-            why += ("; the generated test compares real with permuted labels and may pass on a partial misalignment: "
-                    "also assert in it that an id column of the table matches the batch rows one for one, and "
-                    "run data_check again after the fix (rows_kept_labels must be 1.0)")
+        if top.failure_mode == "data_pipeline" and top.facts.get("rows_moved_apart"):
+            # the coded tables decide, in seconds; real vs permuted labels passes while most rows keep theirs
+            args.pop("command", None)
+            args["template"] = "rows"
         steps.append(NextStep(tool="write_regression_test", args=args, why=why))
         steps.append(NextStep(tool="journal_append", args={"failure_mode": top.failure_mode},
                               why="once that test passes on the fix"))

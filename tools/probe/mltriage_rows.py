@@ -1,6 +1,6 @@
 """Do the rows that reach the loss keep their own labels? A canary through the user's CSV pipeline.
 
-The factory is run twice. The first time the tables it reads (pandas.read_csv, csv.DictReader) are recorded.
+The factory is run twice. The first time the tables it reads (pandas.read_csv, csv.DictReader, csv.reader) are recorded.
 The second time every table is coded before their code sees it: each row gets an id (its key's, when tables
 share a key column; else its position), and every float column and the label-like column are rewritten as a
 function of that id modulo CODES (NaNs, keys, ids, timestamps and text kept). Whatever their pipeline then does
@@ -25,7 +25,6 @@ from contextlib import contextmanager
 
 import torch
 
-import mltriage_torch as T
 
 CODES = 59  # a prime: a block of rows moved by a round number (600, 1800, 3000 rows) still changes its code
 MAX_ROWS = 2_000_000
@@ -174,18 +173,23 @@ def _patched(obj, name, value):
 
 @contextmanager
 def reads(plan: Plan | None, record: list, workspace: str = ""):
-    """Record (plan None) or code (plan given) every table read through pandas.read_csv or csv.DictReader."""
+    """Record (plan None) or code (plan given) every table read through pandas.read_csv, csv.DictReader or
+    csv.reader."""
     real_dict_reader = csv.DictReader
-    coded = [0]
+    coded, busy = [0], [False]
 
     class DictReader:
         def __init__(self, f, *args, **kwargs):
-            inner = real_dict_reader(f, *args, **kwargs)
             rows = []
-            for row in inner:
-                rows.append(row)
-                if len(rows) > MAX_ROWS:
-                    break
+            busy[0] = True  # the csv.reader under it is not a table of its own
+            try:
+                inner = real_dict_reader(f, *args, **kwargs)
+                for row in inner:
+                    rows.append(row)
+                    if len(rows) > MAX_ROWS:
+                        break
+            finally:
+                busy[0] = False
             self.fieldnames = inner.fieldnames
             self.line_num = inner.line_num
             self.dialect = inner.dialect
@@ -208,7 +212,47 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
         def __next__(self):
             return next(self._it)
 
-    patches = [(csv, "DictReader", DictReader)]
+    real_reader = csv.reader
+
+    class Rows:
+        """What csv.reader returns, over rows already read (line_num and dialect kept)."""
+
+        def __init__(self, inner, rows):
+            self.dialect, self.line_num, self._it = inner.dialect, inner.line_num, iter(rows)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return next(self._it)
+
+    def reader(f, *args, **kwargs):
+        """csv.reader: lists of strings, a header first when its cells are not numbers (columns named by it)."""
+        inner = real_reader(f, *args, **kwargs)
+        if busy[0]:
+            return inner
+        rows = []
+        for row in inner:
+            rows.append(row)
+            if len(rows) > MAX_ROWS:
+                return Rows(inner, rows)
+        if len(rows) < 3 or len({len(r) for r in rows[1:]}) != 1:
+            return Rows(inner, rows)  # ragged rows: not a table
+        head = rows[0] if all(_num(c) is None for c in rows[0]) and len(rows[0]) == len(rows[1]) else None
+        body = rows[1:] if head is not None else rows
+        names = list(head) if head is not None else [f"column {i}" for i in range(len(body[0]))]
+        if len(set(names)) != len(names):
+            return Rows(inner, rows)
+        columns = {c: [r[i] for r in body] for i, c in enumerate(names)}
+        if plan is None:
+            record.append({"columns": columns, "rows": len(body)})
+            return Rows(inner, rows)
+        new, k = code_columns(plan, columns, len(body), as_text=True)
+        coded[0] += k
+        body = [list(r) for r in zip(*[new[c] for c in names])]
+        return Rows(inner, ([head] if head is not None else []) + body)
+
+    patches = [(csv, "DictReader", DictReader), (csv, "reader", reader)]
     pd = sys.modules.get("pandas")
     if pd is not None:
         real_read_csv = pd.read_csv
