@@ -1035,3 +1035,36 @@ def test_a_factory_that_writes_beside_its_data_is_not_run_on_coded_tables(worksp
     (workspace / "t.py").write_text(ROWS_TARGET.replace("{PIPELINE}", ROWS_PIPELINES["features_only"]))
     plain = run(lambda: P.data_check(workspace, "t.py:make_target"))
     assert plain.rows_kept_labels is not None
+
+
+def test_recording_the_tables_leaves_what_the_users_code_reads_unchanged(tmp_path):
+    """The first, plain load runs under the recording patches: csv.reader (next() for the header, line_num),
+    csv.DictReader (fieldnames) and a ragged file must read exactly as without them."""
+    import csv
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    import mltriage_rows as R
+
+    (tmp_path / "t.csv").write_text("id,a,b,label\n" + "".join(f"r{i},{i * 0.5},{i % 7},{i % 2}\n" for i in range(300)))
+    (tmp_path / "ragged.csv").write_text("x,y\n1\n2,3,4\n")
+
+    def read():
+        with open(tmp_path / "t.csv", newline="") as f:
+            r = csv.reader(f)
+            head = next(r)
+            body = [row for row in r]
+            lines = r.line_num
+        with open(tmp_path / "t.csv", newline="") as f:
+            d = csv.DictReader(f)
+            dicts = list(d), d.fieldnames
+        with open(tmp_path / "ragged.csv", newline="") as f:
+            ragged = list(csv.reader(f))
+        return head, body, lines, dicts, ragged
+
+    plain = read()
+    tables: list = []
+    with R.reads(None, tables):
+        recorded = read()
+    assert recorded == plain and len(tables) == 2 and csv.reader is not None
+    assert {tuple(t["columns"]) for t in tables} == {("id", "a", "b", "label")}

@@ -336,6 +336,9 @@ def _forward_of(model) -> str | None:
     return f"{file}:{line}"
 
 
+ROWS_LOAD_S = 20.0  # a factory slower than this is not loaded twice: the other checks need the probe's time
+
+
 def rows_keep_labels(a, tables, target, batches, label):
     """Run the factory again on coded tables (mltriage_rows): do the batch rows keep their own labels?"""
     first = [T.flatten(b, "batch") for b in batches]
@@ -369,9 +372,11 @@ def run(job):
             import pandas  # noqa: F401 - read_csv is patched on the module their code will use
         except ImportError:
             pass
+    started = time.monotonic()
     with R.reads(None, tables):
         target = load_target(a["target"], a["workspace"])
         batches = _distinct_batches(target, int(a.get("batches", 16)))
+    load_s = time.monotonic() - started
     model = target.model
     spy = T.LossSpy()
     try:
@@ -449,7 +454,9 @@ def run(job):
         report["padding"] = padding_read(target, model, batches, label)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["padding"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
-    if label is not None and tables:
+    if label is not None and tables and load_s > ROWS_LOAD_S:
+        report["rows"] = {"skipped": f"the factory took {load_s:.0f} s to load: not run a second time on coded tables"}
+    elif label is not None and tables:
         try:
             report["rows"] = rows_keep_labels(a, tables, target, batches, label)
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run

@@ -27,7 +27,7 @@ import torch
 
 
 CODES = 59  # a prime: a block of rows moved by a round number (600, 1800, 3000 rows) still changes its code
-MAX_ROWS = 2_000_000
+MAX_CELLS = 5_000_000  # a bigger table is read as it is: copying it column by column would cost more than the check
 LOW_CARD = 50
 
 
@@ -184,20 +184,17 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
             busy[0] = True  # the csv.reader under it is not a table of its own
             try:
                 inner = real_dict_reader(f, *args, **kwargs)
-                for row in inner:
-                    rows.append(row)
-                    if len(rows) > MAX_ROWS:
-                        break
+                rows = list(inner)
             finally:
                 busy[0] = False
             self.fieldnames = inner.fieldnames
             self.line_num = inner.line_num
             self.dialect = inner.dialect
             names = list(self.fieldnames or [])
-            columns = {c: [r.get(c) for r in rows] for c in names}
-            if plan is None:
+            columns = {c: [r.get(c) for r in rows] for c in names} if len(rows) * len(names) <= MAX_CELLS else {}
+            if columns and plan is None:
                 record.append({"columns": columns, "rows": len(rows)})
-            else:
+            elif columns:
                 new, k = code_columns(plan, columns, len(rows), as_text=True)
                 coded[0] += k
                 for c in names:
@@ -231,13 +228,9 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
         inner = real_reader(f, *args, **kwargs)
         if busy[0]:
             return inner
-        rows = []
-        for row in inner:
-            rows.append(row)
-            if len(rows) > MAX_ROWS:
-                return Rows(inner, rows)
-        if len(rows) < 3 or len({len(r) for r in rows[1:]}) != 1:
-            return Rows(inner, rows)  # ragged rows: not a table
+        rows = list(inner)
+        if len(rows) < 3 or len({len(r) for r in rows[1:]}) != 1 or len(rows) * len(rows[1]) > MAX_CELLS:
+            return Rows(inner, rows)  # ragged rows or a huge table: read as it is
         head = rows[0] if all(_num(c) is None for c in rows[0]) and len(rows[0]) == len(rows[1]) else None
         body = rows[1:] if head is not None else rows
         names = list(head) if head is not None else [f"column {i}" for i in range(len(body[0]))]
@@ -259,7 +252,7 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
 
         def read_csv(*args, **kwargs):
             df = real_read_csv(*args, **kwargs)
-            if not isinstance(df, pd.DataFrame) or len(df) > MAX_ROWS:
+            if not isinstance(df, pd.DataFrame) or df.size > MAX_CELLS:
                 return df  # chunked readers and huge tables are left alone
             columns = {str(c): df[c].tolist() for c in df.columns}
             if plan is None:
