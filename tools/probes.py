@@ -1204,20 +1204,16 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
         return None  # the labels may come from somewhere the coding did not reach (the best of many columns)
     return Finding(
         failure_mode="data_pipeline", confidence=0.75 if kept < ROWS_MOSTLY else 0.6,
-        summary=(f"rows are paired with other rows' labels in the data pipeline: the factory run again on its tables "
-                 f"with each row's values coded by the row's id, the coded feature {rows.get('column')} predicts the "
-                 f"label of {rows.get('purity', 0):.0%} of the {rows['rows']} batch rows (100% when rows stay whole, "
-                 f"{rows.get('chance', 0):.0%} by chance): features and labels were paired by position after one "
-                 "side's rows were dropped, joined, sorted or reindexed"),
-        evidence=[Evidence(what="rows whose label the coded feature predicts, chance removed (1: rows stay whole)",
-                           value=kept, source=src),
-                  Evidence(what="rows whose label is their code's most common one / the same with labels shuffled",
-                           value=f"{_fmt(rows.get('purity'))} / {_fmt(rows.get('chance'))}", source=src)],
+        summary=(f"rows carry other rows' labels: with the tables coded by row id, the coded feature "
+                 f"{rows.get('column')} predicts the label of {rows.get('purity', 0):.0%} of {rows['rows']} rows "
+                 f"(100% if rows stay whole; chance {rows.get('chance', 0):.0%}): X and y were paired by position "
+                 "after one side's rows were dropped, joined, sorted or reindexed"),
+        evidence=[Evidence(what="rows whose coded feature predicts their label, chance removed (1: rows stay whole)",
+                           value=kept, source=src)],
         location=rows.get("column"),
-        fix=("Keep features and labels in one table until the end: drop, filter, sort, merge or reindex the table, "
-             "then take X and y from it (or join on a key, never by position); check with an assert that an id "
-             "column matches row for row"),
-        avoid="Do not tune the model or the LR: a share of the rows teaches a label that is not theirs",
+        fix=("Take X and y from one table after every drop, filter, sort, merge or reindex (join on a key, never "
+             "by position); assert an id column matches row for row"),
+        avoid="Do not tune the model or the LR: part of the rows teach a label that is not theirs",
         facts={"rows_moved_apart": True})
 
 
