@@ -73,7 +73,7 @@ async def process_check(
     python: Python = None,
 ) -> Annotated[CallToolResult, ProcessCheckReport]:
     """Is the training process running, possibly_hung, zombie or gone? Status, CPU, RSS, loader workers, log staleness.
-    If possibly_hung, ask again with stack=True before restarting: a distributed job's odd rank is named."""
+    If possibly_hung, ask again with stack=True before a restart: a distributed job's odd rank is named."""
     if job is not None:
         report = await anyio.to_thread.run_sync(lambda: _slurm_check(job, stack=stack))
     else:

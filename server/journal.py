@@ -75,7 +75,7 @@ async def write_regression_test(
                     "'model.py:entropy' (nan_inf); with target: 'train.py:train_step', 'train.py:val_batches' "
                     "(data_pipeline)")] = None,
     command: Annotated[list[str] | None, Field(
-        description="the training script, run for params['steps'] (default 50) steps; asserts on the real loop")] = None,
+        description="the training script, run params['steps'] (50) steps; asserts on the real loop")] = None,
     template: Annotated[str | None, Field(
         description="force a template; try_next names them")] = None,
     params: Annotated[dict[str, Any] | None, Field(

@@ -47,10 +47,9 @@ async def live_status(
     wait_s: Annotated[float, Field(ge=1, le=300, description="longest wait for 'modules' to collect its steps")] = 30.0,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, LiveStatus]:
-    """Look inside a live run without stopping it (each part answers in about a second or says why not): progress,
-    stack, memory trend, per-module time, optimizer, grads, ranks. Start with progress; a frozen step counter ->
-    stack (and ranks under torchrun/srun: the rank holding the others back, or a straggler with its ratio to the
-    median, in data wait or compute)."""
+    """Look inside a live run without stopping it (each part in about a second, or why not): progress, stack,
+    memory trend, per-module time, optimizer, grads, ranks. Start with progress; a frozen step counter -> stack
+    (and ranks under torchrun/srun: the rank holding the others back, or a straggler, in data wait or compute)."""
     return reply(await _live.status(ws().root, run, list(what), steps, wait_s, progress_reporter(ctx)))
 
 

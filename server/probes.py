@@ -132,8 +132,8 @@ async def sequence_check(
     ctx: Context = None,
 ) -> Annotated[CallToolResult, L.SequenceCheckReport]:
     """For a token model ((B, T) -> (B, T, V)) with a suspiciously low loss: causality (which module or mask lets
-    the future in), unshifted targets, padding in the loss; for a one-step-ahead forecaster, whether its past
-    outputs read later inputs."""
+    the future in), unshifted targets, padding in the loss; a one-step forecaster's past outputs reading later
+    inputs."""
     rep = await L.sequence_check(ws().root, _target(target), python, timeout_s, progress_reporter(ctx), detail)
     return reply(rep)
 

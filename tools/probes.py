@@ -1094,10 +1094,8 @@ class DataCheckReport(ProbeReport):
     alignment_note: str | None = None
     label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
     padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
-    rows_kept_labels: Num = Field(None, description=(
-        "with the tables the factory reads coded row by row, the share of batch rows whose features still determine "
-        "their label (1: every row keeps its own label; 0: no better than chance)"))
-    rows_note: str | None = None
+    rows_kept_labels: Num = Field(None, description="rows keeping their own labels through the CSV pipeline (1: all; 0: chance)")
+    rows_note: str = ""
 
     def headline(self) -> str:
         if self.error:
@@ -1238,7 +1236,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
-                          rows_note=(raw.get("rows") or {}).get("skipped"),
+                          rows_note=(raw.get("rows") or {}).get("skipped") or "",
                           **fields)
     src = "data_check"
     for i in inputs:
