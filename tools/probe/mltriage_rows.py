@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import tempfile
+from collections import Counter
 from contextlib import contextmanager
 
 import torch
@@ -36,10 +37,6 @@ class WritesFiles(RuntimeError):
 
 
 def _num(v):
-    if v is None:
-        return None
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
     try:
         return float(v)
     except (TypeError, ValueError):
@@ -50,7 +47,7 @@ class Plan:
     """What to code in each table, decided from the first, recorded pass."""
 
     def __init__(self, tables: list[dict], label_values: set[int]):
-        self.tables = tables  # per read: {"columns": {name: list}, "rows": n}
+        # tables: per read, {"columns": {name: values}, "rows": n}
         self.k = label_values  # how many values a label column may have (none for a regression label)
         self.keys = set()
         for i, a in enumerate(tables):
@@ -89,7 +86,8 @@ class Plan:
                 levels = sorted(distinct)
             except TypeError:
                 return None
-            shares = [present.count(v) / len(present) for v in levels]
+            counts = Counter(present)
+            shares = [counts[v] / len(present) for v in levels]
             return ("level", allocation(levels, _skewed(shares)))
         if any(n is None or not math.isfinite(n) for n in nums) or len(distinct) <= LOW_CARD:
             return None
