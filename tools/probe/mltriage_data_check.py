@@ -342,14 +342,8 @@ ROWS_LOAD_S = 20.0  # a factory slower than this is not loaded twice: the other 
 def rows_keep_labels(a, tables, target, batches, label):
     """Run the factory again on coded tables (mltriage_rows): do the batch rows keep their own labels?"""
     first = [T.flatten(b, "batch") for b in batches]
-    y = dict(first[0]).get(f"batch{label}")
-    ks = set()
-    if y is not None:  # a label with few values (classes, even as floats) is coded as classes
-        k = len(torch.unique(torch.cat([dict(b)[f"batch{label}"].reshape(-1) for b in first])))
-        ks = {k} if k <= R.LOW_CARD else set()
-        if target.num_classes and ks:
-            ks.add(int(target.num_classes))
-    plan = R.Plan(tables, ks)
+    y = torch.cat([dict(b)[f"batch{label}"].reshape(-1) for b in first])
+    plan = R.Plan(tables, R.label_values(y, target.num_classes))
     with R.reads(plan, [], a["workspace"]) as coded:
         try:
             again = load_target(a["target"], a["workspace"])

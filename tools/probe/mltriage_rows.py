@@ -104,6 +104,15 @@ class Plan:
         return key, {c: k for c, k in kinds.items() if k is not None}
 
 
+def label_values(y: torch.Tensor, num_classes=None) -> set[int]:
+    """How many values a label column may have: a label of few values (classes, even as floats) is coded as
+    classes; none for a regression label."""
+    k = len(torch.unique(y.reshape(-1)))
+    if k > LOW_CARD:
+        return set()
+    return {k, int(num_classes)} if num_classes else {k}
+
+
 def _skewed(shares: list[float]) -> bool:
     """Code a near-balanced label skewed and a skewed one balanced: the share of each class in the coded batches
     then shows whether the coding reached the label (mapping-free: sorted shares are compared)."""
