@@ -889,3 +889,29 @@ def test_labels_compared_only_at_a_too_small_lr_stay_below_the_lr_verdict():
                     evidence=[Evidence(what="rule", value="labels_dropped_before_join", source="static_scan")])
     with_rule = merge_findings([("data_check", labels), ("static_scan", named), ("overfit_test", lr)])
     assert weigh_by_labels(with_rule, None) == with_rule
+
+
+def test_a_norm_measured_at_the_losss_own_scale_answers_a_logs_guess_of_an_explosion(tmp_path):
+    """A VAE whose KL weight warms up: the summed loss falls, then climbs back while beta rises. The log's shape
+    reads "diverging" (exploding_gradients 0.4: "a growing loss often comes with a growing norm"), and the
+    snapshot measures a norm of 395, 0.8x a loss of 490 (0.4, a hypothesis). Two hypotheses of which the measured
+    one says the norm is only the loss's scale do not add up to an alarm (noisy-OR would make it 0.64)."""
+    from tools import logs
+    from tools import probes as P
+
+    curve = [480 - 3 * i for i in range(40)] + [360 + 4 * i for i in range(40)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i}: loss {v:.1f}\n" for i, v in enumerate(curve)))
+    guessed = [f for f in logs.log_metrics(log).findings if f.failure_mode == "exploding_gradients"]
+    assert guessed and guessed[0].confidence < 0.5
+    snap = P.GradNormReport(global_grad_norm=395.0, loss_history=[490.0], clipped=None,
+                            params=[P.ParamGrad(name="w", module="m", module_type="Linear", shape=[4, 4],
+                                                grad_norm=395.0)])
+    measured = [f for f in P.grad_findings(snap) if f.failure_mode == "exploding_gradients"]
+    assert measured[0].facts.get("norm_scales_with_loss")
+    merged = merge_findings([("log_metrics", guessed[0]), ("grad_norm_snapshot", measured[0])])
+    assert merged[0].confidence == max(guessed[0].confidence, measured[0].confidence) < 0.5
+    # a norm 35x the loss is no such answer: the two readings corroborate each other
+    hot = P.GradNormReport(global_grad_norm=215.0, loss_history=[6.1], clipped=None, params=snap.params)
+    loud = [f for f in P.grad_findings(hot) if f.failure_mode == "exploding_gradients"][0]
+    assert merge_findings([("log_metrics", guessed[0]), ("grad_norm_snapshot", loud)])[0].confidence > loud.confidence

@@ -169,6 +169,10 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
         lead, other = (f, best) if f_leads else (best, f)
         merged = lead.model_copy(deep=True)
         merged.confidence = min(CORROBORATED_CAP, 1 - (1 - f.confidence) * (1 - best.confidence))
+        if f.facts.get("norm_scales_with_loss") or best.facts.get("norm_scales_with_loss"):
+            # the probe measured the norm and found it no larger than the loss's own scale: a log's guess that
+            # the norm grows ("growing loss often comes with a growing norm") is answered, not confirmed
+            merged.confidence = max(f.confidence, best.confidence)
         merged.evidence = lead.evidence + [e for e in other.evidence if e not in lead.evidence]
         merged.location = lead.location or other.location
         merged.facts = {**other.facts, **lead.facts}
