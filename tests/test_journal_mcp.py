@@ -119,6 +119,9 @@ def test_the_rows_test_over_stdio_catches_features_dropped_apart_from_their_labe
             report = broken.structured_content
             assert report["catches_bug"] and report["template"] == "rows", text_of(broken)
             assert "are paired by position" in report["failure_message"], report["failure_message"]
+            # named after the check, and the failure says where the table was read
+            assert report["path"] == "tests/test_rows_keep_their_labels.py", report["path"]
+            assert "turbine_log.csv at train.py:23" in report["failure_message"], report["failure_message"]
             shutil.copy(workspace / "train_fixed.py", workspace / "train.py")
             fixed = await client.call_tool("run_regression_test", {"path": report["path"]})
             assert fixed.structured_content["passes_now"], text_of(fixed)

@@ -1017,6 +1017,9 @@ def test_rows_coded_through_a_csv_pipeline_show_features_paired_with_other_rows_
     if moved:
         assert rep.rows_kept_labels < P.ROWS_MOVED and found, rep.rows_kept_labels
         assert found[0].failure_mode == "data_pipeline" and found[0].confidence >= 0.6
+        # where to look: the line that read the table, and the column that could be the label
+        assert found[0].location == "t.py:19", found[0].location
+        assert any(e.value == "readings.csv read at t.py:19 (label-like: fault)" for e in found[0].evidence), found[0]
     else:
         assert rep.rows_kept_labels == 1.0 and not found, rep
 

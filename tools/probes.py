@@ -1193,6 +1193,24 @@ ROWS_MOSTLY = 0.6   # a verdict, not a hypothesis
 ROWS_UNCODED = 0.3  # with labels the coding may not have reached, a score under this is noise, not rows moved
 
 
+def _tables_read(tables: list[dict]) -> tuple[str, list[str]]:
+    """'a.csv, b.csv read at train.py:41 (label-like: y); ...', one entry per line of code that read tables
+    (a loop over branch files is one line), and those lines."""
+    by_line: dict = {}
+    for t in tables:
+        if t.get("file"):
+            files, labels = by_line.setdefault(t.get("at") or "", ([], []))
+            files.append(t["file"])
+            labels += [c for c in t.get("label_like") or [] if c not in labels]
+    parts = []
+    for at, (files, labels) in list(by_line.items())[:4]:
+        # in the order read: two lists of branch files stacked in different orders show it here
+        names = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+        parts.append(names + (f" read at {at}" if at else "") + (f" (label-like: {', '.join(labels[:3])})"
+                                                                if labels else ""))
+    return "; ".join(parts), [at for at in by_line if at][:4]
+
+
 def _rows_finding(rows: dict, src: str) -> Finding | None:
     """The tables' rows coded by their id before the factory read them (mltriage_rows): a batch row whose
     features and label came from one source row keeps a feature code that determines the label."""
@@ -1201,15 +1219,19 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
         return None
     if kept < ROWS_UNCODED and not rows.get("label_coded"):
         return None  # the labels may come from somewhere the coding did not reach (the best of many columns)
+    read_at, lines = _tables_read(rows.get("tables") or [])
     return Finding(
         failure_mode="data_pipeline", confidence=0.75 if kept < ROWS_MOSTLY else 0.6,
-        summary=(f"rows carry other rows' labels: with the tables coded by row id, the coded feature "
-                 f"{rows.get('column')} predicts the label of {rows.get('purity', 0):.0%} of {rows['rows']} rows "
-                 f"(100% if rows stay whole; chance {rows.get('chance', 0):.0%}): X and y were paired by position "
-                 "after one side's rows were dropped, joined, sorted or reindexed"),
+        summary=(f"rows carry other rows' labels: with every table coded by row id before your code read it, the "
+                 f"coded feature {rows.get('column')} predicts the label of only {rows.get('purity', 0):.0%} of "
+                 f"{rows['rows']} rows, {max(0.0, kept):.0%} of the way from chance ({rows.get('chance', 0):.0%}) "
+                 "to the 100% of rows that stay whole: X and y were paired by position after one side's rows were "
+                 "dropped, joined, sorted or reindexed"),
         evidence=[Evidence(what="rows whose coded feature predicts their label, chance removed (1: rows stay whole)",
-                           value=kept, source=src)],
-        location=rows.get("column"),
+                           value=kept, source=src)]
+        + ([Evidence(what="tables read (pair X and y after these reads by a key)", value=read_at[:300], source=src)]
+           if read_at else []),
+        location=", ".join(lines) or rows.get("column"),
         fix=("Take X and y from one table after every drop, filter, sort, merge or reindex (join on a key, never "
              "by position); assert an id column matches row for row"),
         avoid="Do not tune the model or the LR: part of the rows teach a label that is not theirs",

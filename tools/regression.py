@@ -584,6 +584,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
     default = DEFAULT_NAMES.get(failure_mode, f"{failure_mode}_regression")
     if template == "overfit_one_batch" and failure_mode != "healthy":
         default = "learns_one_batch_at_its_lr" if failure_mode in ("lr_too_low", "lr_too_high") else "overfits_one_batch"
+    if template == "rows":
+        default = "rows_keep_their_labels"  # the coded-tables check, whatever mode it was written for
     if failure_mode == "train_eval_mode" and (params or {}).get("phase") == "eval":
         default = "evaluates_in_eval_mode"  # the test is about the user's evaluation, not the training step
     slug = slug_for_test(name if name is not None else default)

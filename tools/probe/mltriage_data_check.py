@@ -355,7 +355,9 @@ def rows_keep_labels(a, tables, target, batches, label):
     if not coded[0]:
         return {"skipped": "no table column could be coded (or the factory reads its tables once, at import)"}
     out = R.kept_labels(first, second, f"batch{label}")
-    return out if out is not None else {"skipped": "the labels are not classes or coded values"}
+    if out is None:
+        return {"skipped": "the labels are not classes or coded values"}
+    return {**out, "tables": plan.provenance(tables)[:8]}
 
 
 def run(job):
@@ -367,7 +369,7 @@ def run(job):
         except ImportError:
             pass
     started = time.monotonic()
-    with R.reads(None, tables):
+    with R.reads(None, tables, a["workspace"]):
         target = load_target(a["target"], a["workspace"])
         batches = _distinct_batches(target, int(a.get("batches", 16)))
     load_s = time.monotonic() - started

@@ -71,6 +71,12 @@ class Plan:
                 union.setdefault(c, []).extend(v)
         self.kinds = {c: self.kind(v) for c, v in union.items() if c not in self.keys}
 
+    def provenance(self, tables: list[dict]) -> list[dict]:
+        """Where each table was read and which of its columns could be the label (coded as its classes)."""
+        return [{"file": t.get("file"), "at": t.get("at"), "rows": t["rows"],
+                 "label_like": [c for c in t["columns"] if (self.kinds.get(c) or ("",))[0] == "level"]}
+                for t in tables]
+
     def key_of(self, columns) -> str | None:
         return next((c for c in columns if c in self.keys), None)
 
@@ -168,6 +174,26 @@ def code_columns(plan: Plan, columns: dict, n: int, as_text: bool) -> tuple[dict
     return out, len(kinds)
 
 
+def _source(f) -> str:
+    """The file a table came from, by name: a path, or the name of an open file."""
+    name = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
+    return os.path.basename(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else "a stream"
+
+
+def _caller(workspace: str) -> str | None:
+    """The line of the user's code that read the table (the innermost frame inside the workspace)."""
+    if not workspace:
+        return None
+    own = os.path.realpath(workspace) + os.sep
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = os.path.realpath(frame.f_code.co_filename)
+        if path.startswith(own) and "site-packages" not in path:
+            return f"{os.path.relpath(path, own)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
 @contextmanager
 def _patched(obj, name, value):
     old = getattr(obj, name)
@@ -200,7 +226,7 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
             names = list(self.fieldnames or [])
             columns = {c: [r.get(c) for r in rows] for c in names} if len(rows) * len(names) <= MAX_CELLS else {}
             if columns and plan is None:
-                record.append({"columns": columns, "rows": len(rows)})
+                record.append({"columns": columns, "rows": len(rows), "file": _source(f), "at": _caller(workspace)})
             elif columns:
                 new, k = code_columns(plan, columns, len(rows), as_text=True)
                 coded[0] += k
@@ -245,7 +271,7 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
             return Rows(inner, rows)
         columns = {c: [r[i] for r in body] for i, c in enumerate(names)}
         if plan is None:
-            record.append({"columns": columns, "rows": len(body)})
+            record.append({"columns": columns, "rows": len(body), "file": _source(f), "at": _caller(workspace)})
             return Rows(inner, rows)
         new, k = code_columns(plan, columns, len(body), as_text=True)
         coded[0] += k
@@ -263,7 +289,8 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
                 return df  # chunked readers and huge tables are left alone
             columns = {str(c): df[c].tolist() for c in df.columns}
             if plan is None:
-                record.append({"columns": columns, "rows": len(df)})
+                record.append({"columns": columns, "rows": len(df), "file": _source(args[0] if args else
+                               kwargs.get("filepath_or_buffer")), "at": _caller(workspace)})
                 return df
             new, k = code_columns(plan, columns, len(df), as_text=False)
             coded[0] += k
