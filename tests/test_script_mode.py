@@ -100,6 +100,18 @@ def test_unbounded_below_needs_a_negative_loss_still_falling():
     assert not P.unbounded_below([-10.0, -11.0, -12.0])  # too few to tell
 
 
+def test_a_norm_in_the_hundreds_is_the_lrs_sign_only_against_a_small_loss():
+    """A VAE loss summed over pixels (~450 nats) has a steady norm of 300-500 from its first step (dev
+    pv_profile_vae_logvar_nan, sevenseg_vae_kl_anneal): a NaN after it is not the LR's, whatever op it hit.
+    The same norms against a loss of 2 are."""
+    norms = [310.0, 420.0, 290.0, 300.0, 350.0, 520.0, 280.0, 260.0]
+    assert P.nan_cause("mul", [], "loss", norms + [float("nan")], [450.0] * 8 + [float("nan")])[0] == "overflow"
+    assert P.nan_cause("mul", [], "loss", norms + [float("nan")], [2.0] * 8 + [float("nan")])[0] == "lr"
+    # growth of the norm itself still is, at any scale (toy lr_too_high: 14 -> 1e18 in eight steps)
+    grown = [14.0, 1.5e3, 1.3e6, 1.5e9, 2.6e11]
+    assert P.nan_cause("mul", [], "loss", grown, [8.4, 7e3, 6.5e7, 2e11, 3.8e14])[0] == "lr"
+
+
 def test_torchrun_two_ranks_are_merged_and_the_first_rank_is_named(workspace):
     write(workspace, "ddp.py", DDP_SCRIPT)
     rep = run(lambda: P.nan_hook_run(workspace, command=["torchrun", "--nproc-per-node", "2", "ddp.py"],

@@ -613,7 +613,11 @@ def nan_cause(op: str | None, inputs: list[TensorStat], phase: str | None, gn_hi
             "target exactly (a constant feature, a saturated sensor), so log(var) runs to -inf. Floor it: "
             "logvar.clamp(min=-7), or var = softplus(raw) + 1e-4; a lower LR only delays it")
     fin = [g for g in gn_hist if is_finite(g)]
-    if len(fin) >= 3 and fin[-1] > 10 * max(1e-12, min(fin)) or any(is_finite(g) and g > 100 for g in fin):
+    # a large norm alone is the LR's sign only when it is large against the loss: a loss summed over pixels
+    # (a VAE's 490 nats) has a norm in the hundreds from its first step (the snapshot's own "calm" rule)
+    large = any(is_finite(g) and g > 100 and not (is_finite(v) and g <= 10 * abs(v))
+                for g, v in zip(gn_hist, loss_hist))
+    if len(fin) >= 3 and fin[-1] > 10 * max(1e-12, min(fin)) or large:
         return "lr", ("The gradient norm grew before the NaN: lower the LR 3-10x (or add warmup) and check the loss "
                       "scale; clip gradients only after logging the pre-clip norm")
     if phase == "optimizer_step":
