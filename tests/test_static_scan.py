@@ -132,6 +132,41 @@ def test_static_scan_flags_zero_grad_between_backward_and_step():
     """))
 
 
+def test_static_scan_flags_a_clip_after_the_step_and_not_one_before_it():
+    """Blind dev syslog_char_lstm_lm (SGD at lr 20 with clip 0.25): clip_grad_norm_ one line after step() bounds
+    nothing. Before the step it is right; inside an accumulation boundary the step runs outside of, the step is
+    the cause (step_every_micro_batch's shape, dev sgd_mlp_step_every_microbatch), not the clip."""
+    after = scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+    """))
+    assert "clip_after_step" in after
+    before = scan(loop("""
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))  # a norm logged after: harmless
+    """))
+    assert "clip_after_step" not in before
+    boundary = scan(loop("""
+        loss = F.cross_entropy(model(x), y)
+        (loss / 4).backward()
+        optimizer.step()
+        if i % 4 == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.zero_grad()
+    """))
+    assert "clip_after_step" not in boundary
+    run = EXAMPLES / "realistic" / "rnn_seq" / "syslog_char_lstm_lm"
+    assert "clip_after_step" in rules_in(run / "train.py")
+    assert "clip_after_step" not in rules_in(run / "train_fixed.py")
+
+
 def test_static_scan_flags_zero_grad_only_once_per_epoch():
     code = """
     import torch

@@ -318,8 +318,11 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                  "Lower the LR 3-10x, check the loss scale (sum vs mean reduction) and normalisation; log the pre-clip norm"),
             avoid=("Do not lower the LR until the loss barely moves: an unrolled recurrent net needs its norm clipped"
                    if unclipped_rnn else ""),
-            # a norm measured as no more than 10x the loss argues against an explosion: it corroborates nothing
-            facts={"unclipped_recurrent": True} if unclipped_rnn else {"norm_scales_with_loss": True} if calm else {},
+            # a norm measured as no more than 10x the loss argues against an explosion: it corroborates nothing.
+            # A large norm alone is a symptom: a code reading that names its cause (a clip after the step,
+            # unscaled attention scores) leads the merged finding with its own fix
+            facts={"unclipped_recurrent": True} if unclipped_rnn else
+            {"symptom_only": True, **({"norm_scales_with_loss": True} if calm else {})},
             # the recurrence is where an unclipped RNN explodes, whichever layer's gradient ends up the largest
             location=next((m.name for m in rep.modules if m.type in RECURRENT), None) if unclipped_rnn
             else top[0].module if top else None))

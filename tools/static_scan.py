@@ -53,6 +53,15 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "move zero_grad() before loss.backward() (the start of the step) or after optimizer.step()",
          "Do not conclude the graph is broken and hunt for .detach()/requires_grad: backward() works, the zeroing "
          "just erases its result; do not delete zero_grad() either (gradients would then accumulate)."),
+    # The clip is there, so the loop reads as protected; it acts on gradients the step has already applied (and
+    # the next backward adds to or replaces them), so no update is ever clipped.
+    Rule("clip_after_step", "exploding_gradients", 0.75,
+         "the gradient norm is clipped after optimizer.step(): the step has already applied the unclipped "
+         "gradients, so no update is ever bounded and a spike moves the weights at full size",
+         "clip between loss.backward() and optimizer.step(): backward -> clip_grad_norm_(...) -> step "
+         "(after scaler.unscale_(optimizer) under AMP)",
+         "Do not lower the learning rate or tighten the threshold: the clip never touches an update until it runs "
+         "before the step."),
     Rule("unscaled_attention_scores", "exploding_gradients", 0.6,
          "the attention scores are not scaled by 1/sqrt(head_dim) before the softmax",
          "scale the scores before the softmax: att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1))), or use "
@@ -637,6 +646,11 @@ def _is_backward(n: ast.AST) -> bool:
     return _method_call(n, "backward") or (isinstance(n, ast.Call) and _src(n.func).endswith("autograd.backward"))
 
 
+def _is_clip(n: ast.AST) -> bool:
+    return isinstance(n, ast.Call) and _src(n.func).split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_",
+                                                                        "clip_grad_norm")
+
+
 def _is_zeroing(n: ast.AST) -> bool:
     if _method_call(n, "zero_grad"):
         return True
@@ -752,6 +766,18 @@ def rule_step_order(f: ParsedFile) -> list[Hit]:
             b = before[-1]
             z = next((z for z in zeros if b.lineno < z.lineno < s.lineno and _zeroes_for(z, _stepped_optimizer(s))
                       and not _exclusive(f, z, s) and not _leaves_after(f, z, loop)), None)
+            clips = [c for c in own if _is_clip(c) and not _exclusive(f, c, s)]
+            if clips and not any(b.lineno < c.lineno < s.lineno for c in clips):
+                # in the step's own block: a clip inside an accumulation boundary the step runs outside of is
+                # step_every_micro_batch's shape, whose cause is the step, not the clip
+                home = (_block_of(f, s) or (None, None))[1]
+                late = next((c for c in sorted(clips, key=lambda c: c.lineno) if c.lineno > s.lineno
+                             and not any(s.lineno < b2.lineno < c.lineno for b2 in backs)
+                             and (_block_of(f, c) or (None, None))[1] is home), None)
+                if late is not None:
+                    why = (f"{_src(late)[:80]} at line {late.lineno} runs after {_src(s)} at line {s.lineno} (and "
+                           f"before the next backward): the step applied the unclipped gradients of line {b.lineno}")
+                    hits.append((late, "clip_after_step", {"why": why}))
             if z is not None:
                 why = (f"{_src(z)} at line {z.lineno} runs after {_src(b)} at line {b.lineno} and before "
                        f"{_src(s)} at line {s.lineno}: the step sees zero gradients, so nothing is learned "
