@@ -558,6 +558,33 @@ def test_the_suggested_test_for_an_unclipped_loop_fails_without_clipping_and_pas
     assert after.passes_now, after.text()
 
 
+def test_a_clip_after_the_step_gets_the_same_script_test_which_the_moved_clip_passes(workspace):
+    """Blind dev syslog_char_lstm_lm: the clip one line after step(). The static rule names it; the suggested test
+    is the script's applied-norm check (the factory's own loop has no clip to move), which fails with the clip
+    after the step and passes once it runs before it."""
+    from tools.report import Finding
+    from tools.static_scan import static_scan
+    from tools.triage import merge_findings, suggest_next
+
+    clip = "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+    late = _loop(clip=True).replace(clip, "").replace("    opt.step()\n", "    opt.step()\n" + clip)
+    (workspace / "train.py").write_text(late)
+    static = [f for f in static_scan([workspace / "train.py"]).findings if "clip_after_step" in f.summary]
+    assert static, late
+    norm = Finding(failure_mode="exploding_gradients", confidence=0.6, summary="global gradient norm 215 is above 10",
+                   fix="Lower the LR 3-10x", facts={"symptom_only": True})
+    top = merge_findings([("static_scan", static[0]), ("grad_norm_snapshot", norm)])[0]
+    assert top.summary.startswith("clip_after_step") and "Lower the LR" not in top.fix  # the cause leads
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"]["script.checks"] == ["finite_loss", "applied_grad_norm_bounded"]
+    report = _write(workspace, failure_mode="exploding_gradients", command=args["command"],
+                    params={**args["params"], "script.steps": 10})
+    assert report.fails_now and report.catches_bug, report.text()
+    (workspace / "train.py").write_text(_loop(clip=True))
+    assert _rerun(workspace, report.path).passes_now
+
+
 LATE_NAN_LOOP = """
     import torch
     from torch import nn

@@ -1058,9 +1058,12 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 **({"command": list(command)} if command else {})}
         if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
             args["function"] = schedule_fns[0]
-        if top.failure_mode == "exploding_gradients" and command and top.facts.get("unclipped_recurrent"):
-            # the fix is clipping in the loop: pre-clip norms stay large after it, the norm the optimizer
-            # steps with does not; only the script shows it (the factory's clean loop has no clip to add)
+        clip_late = any(e.what == "rule" and e.value == "clip_after_step" for e in top.evidence)
+        if top.failure_mode == "exploding_gradients" and command and (top.facts.get("unclipped_recurrent")
+                                                                       or clip_late):
+            # the fix is clipping in the loop (adding it, or moving it before the step): pre-clip norms stay
+            # large after it, the norm the optimizer steps with does not; only the script shows it (the
+            # factory's clean loop has no clip to add)
             args.pop("target", None)
             args["params"] = {"script.checks": ["finite_loss", "applied_grad_norm_bounded"]}
         if top.failure_mode == "nan_inf" and command and nan_step and nan_step > SCRIPT_STEPS_DEFAULT:
