@@ -915,3 +915,21 @@ def test_a_norm_measured_at_the_losss_own_scale_answers_a_logs_guess_of_an_explo
     hot = P.GradNormReport(global_grad_norm=215.0, loss_history=[6.1], clipped=None, params=snap.params)
     loud = [f for f in P.grad_findings(hot) if f.failure_mode == "exploding_gradients"][0]
     assert merge_findings([("log_metrics", guessed[0]), ("grad_norm_snapshot", loud)])[0].confidence > loud.confidence
+
+
+def test_a_weak_alternative_under_a_strong_finding_gets_no_probe_of_its_own():
+    """Blind dev har_accel_gru_packed over stdio: data_pipeline 76% first, lr_too_low 30% second, and the first
+    next step was lr_range_test "to confirm lr_too_low": a call that only delays the fix and its test. A strong
+    alternative (dev syslog_char_lstm_lm: lr_too_high 86% under 90%) or a weak top finding still gets it."""
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    def tools(top_c, second_c):
+        top = Finding(failure_mode="data_pipeline", confidence=top_c, summary="labels do not match the inputs")
+        alt = Finding(failure_mode="lr_too_low", confidence=second_c, summary="a flat loss can be an LR far too low")
+        return [s.tool for s in suggest_next([top, alt], "train.py:make_target", None, command=["python", "train.py"])]
+
+    assert tools(0.76, 0.3)[0] != "lr_range_test" and "lr_range_test" not in tools(0.76, 0.3)
+    assert "write_regression_test" in tools(0.76, 0.3)
+    assert "lr_range_test" in tools(0.6, 0.3)  # the top finding is not sure: rule the alternative out
+    assert "lr_range_test" in tools(0.9, 0.86)

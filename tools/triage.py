@@ -1046,6 +1046,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             continue  # an LR reading in a net that must be clipped first: probing the LR now would mislead
         if f.facts.get("explained_by") == findings[0].failure_mode:
             continue  # the top finding's cause shows this symptom too: fix that first, then triage again
+        if f is not findings[0] and f.confidence < 0.5 and findings[0].confidence >= 0.75:
+            continue  # a hypothesis under a strong top finding: its probe would only delay the fix and its test
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
                                                          "profile_steps"} else {}
