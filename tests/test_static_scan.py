@@ -1393,6 +1393,7 @@ def prepare(cut):
     ("autoencoder/identicon_vae_pixel_logvar", "unbounded_decoder_variance"),
     ("cnn_bn/sevenseg_hex_reader", "label_changing_augmentation"),
     ("cnn_bn/road_arrow_marking_flip", "label_changing_augmentation"),
+    ("rnn_seq/har_accel_gru_packed", "rows_moved_apart_from_labels"),
 ])
 def test_the_label_pairing_rules_fire_on_their_dev_bugs_and_not_on_their_fixes(run, rule):
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
@@ -1543,6 +1544,31 @@ def bucket_batches(seqs, labels, batch_size):
                          "order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))\n"
                          "    seqs = [seqs[i] for i in order]\n    labels = [labels[i] for i in order]")
     assert hits_of(fixed, "rows_moved_apart_from_labels") == []
+
+
+def test_a_collate_that_sorts_sequences_for_packing_and_not_their_labels_is_flagged():
+    """Blind dev har_accel_gru_packed: the collate sorts sequences and lengths for pack_padded_sequence, converts
+    the labels to a tensor and returns them in arrival order. The pairing runs through `padded`, built from the
+    sorted sequences; the conversion of the labels is not a re-order of them."""
+    code = '''
+def pad_collate(batch):
+    seqs, labels = zip(*batch)
+    lengths = torch.tensor([s.shape[0] for s in seqs])
+    labels = torch.tensor(labels)
+    lengths, order = lengths.sort(descending=True)
+    seqs = [seqs[i] for i in order]
+    padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+    return padded, lengths, labels
+'''
+    hits = hits_of(code, "rows_moved_apart_from_labels")
+    assert [h.line for h in hits] == [line_of(code, "seqs = [seqs[i] for i in order]")]
+    assert "`labels`" in hits[0].why
+    fixed = code.replace("    padded =", "    labels = labels[order]\n    padded =")
+    assert hits_of(fixed, "rows_moved_apart_from_labels") == []
+    in_order = code.replace("for i in order]", "for i in range(len(seqs))]")
+    assert hits_of(in_order, "rows_moved_apart_from_labels") == []
+    only_counted = code.replace("padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)", "padded = len(seqs)")
+    assert hits_of(only_counted, "rows_moved_apart_from_labels") == []
 
 
 # --- a KL weight ramped with no cap (dev spectra_vae_beta_lerp: beta reaches 20 by the last epoch) ---

@@ -2094,6 +2094,8 @@ def _row_change(f: ParsedFile, e: ast.AST, name: str) -> bool:
     if isinstance(e, ast.Call) and _name(e) == "sorted" and isinstance(e.func, ast.Name) and e.args \
             and isinstance(e.args[0], ast.Name) and e.args[0].id == name:
         return True
+    if _picked_in_order(e, name):
+        return True
     if _root_name(e) != name:
         return False
     for n in ast.walk(e):
@@ -2104,6 +2106,30 @@ def _row_change(f: ParsedFile, e: ast.AST, name: str) -> bool:
                 and _root_name(n.func.value) == name:
             return True
     return False
+
+
+def _picked_in_order(e: ast.AST, name: str) -> bool:
+    """[seqs[i] for i in order]: the rows of `name` taken in another order (not range(...), which keeps it)."""
+    if not (isinstance(e, ast.ListComp) and len(e.generators) == 1):
+        return False
+    gen = e.generators[0]
+    return (isinstance(gen.target, ast.Name) and isinstance(e.elt, ast.Subscript)
+            and isinstance(e.elt.value, ast.Name) and e.elt.value.id == name
+            and isinstance(e.elt.slice, ast.Name) and e.elt.slice.id == gen.target.id
+            and not (isinstance(gen.iter, ast.Call) and _name(gen.iter) in ("range", "enumerate")))
+
+
+# a conversion of a name into itself: labels = torch.tensor(labels) keeps its rows where they were
+CONVERSIONS = {"tensor", "as_tensor", "asarray", "array", "from_numpy", "list", "tuple", "LongTensor", "FloatTensor",
+               "stack", "long", "float", "int", "to", "numpy", "values", "to_numpy", "astype"}
+
+
+def _converts(value: ast.AST, name: str) -> bool:
+    if not (isinstance(value, ast.Call) and _name(value) in CONVERSIONS):
+        return False
+    if isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) and value.func.value.id == name:
+        return True
+    return bool(value.args) and isinstance(value.args[0], ast.Name) and value.args[0].id == name
 
 
 def _returns_row_change(f: ParsedFile, call: ast.Call) -> str:
@@ -2172,6 +2198,8 @@ def _rebound(body: list[ast.stmt], name: str, unpacked: bool) -> bool:
     all when it is a parameter)?"""
     seen = 0
     for s in body:
+        if isinstance(s, ast.Assign) and _converts(s.value, name):
+            continue
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
                 seen += 1
@@ -2187,19 +2215,33 @@ def _together(stmts: list[ast.stmt], a: str, b: str, moved_by: set[str]) -> ast.
     that index both with the same index (x_tr = X[:cut]; y_tr = y[:cut]). A statement that indexes `b` with the
     index that moved `a` (TensorDataset(X, y[order])) re-aligns them there: not a pairing of moved rows."""
     indexed: dict[str, dict[str, ast.stmt]] = {a: {}, b: {}}
+    made_from_a = {a}  # padded = pad_sequence(seqs): what is built from the moved rows carries their order
     for s in stmts:
         subs = [(n.value.id, _src(n.slice)) for h in _header(s) for n in ast.walk(h)
                 if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in (a, b)]
         if any(name == b and key in moved_by for name, key in subs):
             return None
-        if _loads(s, a) and _loads(s, b):
+        if any(_loads(s, x) for x in made_from_a) and _loads(s, b):
             return s
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and not _label_name(s.targets[0].id) and _built_from(s.value, made_from_a):
+            made_from_a.add(s.targets[0].id)
         for name, key in subs:
             indexed[name].setdefault(key, s)
             other = indexed[b if name == a else a].get(key)
             if other is not None and other is not s:
                 return s
     return None
+
+
+def _built_from(value: ast.AST, names: set[str]) -> bool:
+    """pad_sequence(seqs, ...), torch.stack(xs), xs.float(): a call that takes the rows themselves, not their
+    count or shape."""
+    if not isinstance(value, ast.Call) or _name(value) in QUIET_CALLS:
+        return False
+    if isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) and value.func.value.id in names:
+        return True
+    return bool(value.args) and isinstance(value.args[0], ast.Name) and value.args[0].id in names
 
 
 def rule_rows_moved_apart_from_labels(f: ParsedFile) -> list[Hit]:
