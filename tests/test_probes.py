@@ -194,6 +194,33 @@ def test_init_loss_matches_ln_c_on_a_healthy_model():
     assert rep.random_input_loss > rep.real_input_loss
 
 
+def test_a_slow_make_target_does_not_eat_the_probes_time_and_a_hanging_one_still_times_out(workspace):
+    """A factory that loads a checkpoint or pretrains (dev review_meanpool_pads: ~40 s) used to leave its probes
+    too little of their timeout; the runner now adds the factory's own time to the deadline, up to the timeout
+    once more, counting only the time it kept the process busy. A factory that waits on something (a deadlocked
+    loader) is killed at the plain timeout: that is a hang."""
+    body = """
+        import time, torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            LOAD
+            torch.manual_seed(0)
+            x, y = torch.randn(64, 8), torch.randint(0, 4, (64,))
+            return {"model": nn.Linear(8, 4), "data": [(x, y)], "num_classes": 4,
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}
+    """
+    busy = "t = time.monotonic()\n            while time.monotonic() - t < 12: sum(range(10000))"  # pretraining
+    slow = inline_target(workspace, body.replace("LOAD", busy), "slow.py")
+    rep = run(lambda: P.init_loss_check(workspace, slow, timeout_s=10))
+    assert rep.verdict == "ok", rep.text()
+    hung = inline_target(workspace, body.replace("LOAD", "time.sleep(600)"), "hung.py")  # waits, uses no CPU
+    with pytest.raises(TriageError) as e:
+        run(lambda: P.init_loss_check(workspace, hung, timeout_s=2))
+    assert "did not finish within" in str(e.value) and "make_target" not in str(e.value).split("(timeout_s")[0]
+
+
 # ------------------------------------------------------------------ data_check
 
 def test_data_check_finds_the_label_column_left_in_the_features():

@@ -75,6 +75,7 @@ class ProbeOutcome:
     stderr_tail: str
     python: str
     reports: dict = field(default_factory=dict)  # script mode: <job>/reports/*.json (one per rank), by file stem
+    factory_s: float = 0.0  # time spent in the user's make_target; the deadline was extended by it (up to 2x)
 
     @property
     def crashed_by(self) -> str | None:
@@ -90,7 +91,9 @@ class ProbeOutcome:
         if self.result is not None:
             return None
         if self.timed_out:
-            return f"the probe did not finish within {self.duration_s:.0f} s and was killed with its process group"
+            loading = f" ({self.factory_s:.0f} s of it in make_target)" if self.factory_s >= 1 else ""
+            return (f"the probe did not finish within {self.duration_s:.0f} s{loading} and was killed with its "
+                    "process group")
         if self.crashed_by:
             return f"the probe process died with {self.crashed_by} (a crash in native code, e.g. a segfault)"
         return f"the probe exited with code {self.returncode} without writing a result"
@@ -232,7 +235,7 @@ async def run_probe(
         timed_out, seen = False, 0
         try:
             while proc.poll() is None:
-                if time.monotonic() - start > timeout_s:
+                if time.monotonic() - start > timeout_s + min(_factory_seconds(job), timeout_s):
                     timed_out = True
                     kill_tree(proc, token, since, tag)
                     break
@@ -250,9 +253,20 @@ async def run_probe(
             except (OSError, ValueError):
                 result = None
         return ProbeOutcome(result, proc.returncode, timed_out, time.monotonic() - start,
-                            _tail(job / "stdout"), _tail(job / "stderr"), interpreter, _read_reports(job / "reports"))
+                            _tail(job / "stdout"), _tail(job / "stderr"), interpreter, _read_reports(job / "reports"),
+                            _factory_seconds(job))
     finally:
         shutil.rmtree(job, ignore_errors=True)
+
+
+def _factory_seconds(job: Path) -> float:
+    """Seconds the user's make_target kept this probe busy so far (the probe appends a running total each tick;
+    a line still being written is skipped)."""
+    try:
+        lines = (job / "factory_seconds").read_text().split("\n")[:-1]
+        return float(lines[-1]) if lines else 0.0
+    except (OSError, ValueError):
+        return 0.0
 
 
 def _read_reports(folder: Path) -> dict:

@@ -4,10 +4,14 @@ The factory returns a mapping or an object with: model (required), batch or data
 (unless the model returns a loss), optimizer or make_optimizer(params), num_classes, task.
 """
 
+import contextlib
 import importlib
 import importlib.util
 import itertools
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from mltriage_io import UserCodeError
@@ -110,9 +114,46 @@ class Target:
 
 
 def load_target(spec: str, workspace: str) -> Target:
-    factory = import_callable(spec, workspace)
-    try:
-        raw = factory()
-    except BaseException as e:
-        raise UserCodeError("make_target", e) from e
+    with _loading_clock():
+        factory = import_callable(spec, workspace)  # the import counts: a module may build its data at import
+        try:
+            raw = factory()
+        except BaseException as e:
+            raise UserCodeError("make_target", e) from e
     return Target(raw)
+
+
+_busy_total = [0.0]  # seconds this process spent working inside the user's factory, over all its loads
+
+
+@contextlib.contextmanager
+def _loading_clock(tick: float = 0.5, busy: float = 0.1):
+    """Tell the runner how long the user's factory kept this process busy: a factory that loads a checkpoint or
+    pretrains for 40 s must not eat the probe's own time (the runner adds it to the deadline, up to the timeout
+    once more). Busy means the process used CPU (>= 10% of a core) in that tick: a factory deadlocked in a data
+    loader sits at ~0% and gets no extra time, so a hang is still killed at the plain timeout."""
+    job = os.environ.get("MLTRIAGE_JOB")
+    if not job:
+        yield
+        return
+    done = threading.Event()
+
+    def watch():
+        wall, cpu = time.monotonic(), time.process_time()
+        while not done.wait(tick):
+            w, c = time.monotonic(), time.process_time()
+            if c - cpu >= busy * (w - wall):
+                _busy_total[0] += w - wall
+                try:
+                    with open(os.path.join(job, "factory_seconds"), "a") as f:
+                        f.write(f"{_busy_total[0]:.2f}\n")
+                except OSError:
+                    return
+            wall, cpu = w, c
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
