@@ -360,6 +360,21 @@ def test_val_lines_without_step_take_the_last_train_step(tmp_path):
     assert s.count == 10 and s.first_step == 99 and s.last_step == 999
 
 
+def test_a_regression_log_that_names_its_loss_mse_has_train_and_val_losses(tmp_path):
+    """Blind dev house_price_embedding_mlp prints `epoch 3 | train_mse 0.1087 | val_mse 0.1167 | val_rmse $47,043`:
+    no series is called loss, yet train_mse is the objective. Beside a series named loss, an mse is not chosen."""
+    p = tmp_path / "m.log"
+    p.write_text("".join(f"epoch {e:3d} | train_mse {0.3 / e:.4f} | val_mse {0.35 / e:.4f} | val_mape {13 - e / 10:.2f}% | 41ms\n"
+                         for e in range(1, 31)))
+    r = log_metrics(p)
+    assert (r.loss_series, r.val_series) == ("train_mse", "val_mse") and r.shape == "decreasing"
+    keras = tmp_path / "k.log"
+    keras.write_text("".join(f"Epoch {e}/20 - loss: {1 / e:.4f} - mae: {0.8 / e:.4f} - val_loss: {1.1 / e:.4f} - "
+                             f"val_mae: {0.9 / e:.4f}\n" for e in range(1, 21)))
+    r = log_metrics(keras)
+    assert (r.loss_series, r.val_series) == ("loss", "val_loss")
+
+
 def test_names_filter_and_unknown_names(tmp_path):
     p = curve_log(tmp_path / "m.log", [2.0] * 20)
     r = log_metrics(p, names=["loss", "accuracy"])

@@ -511,6 +511,35 @@ def test_step_lr_sized_in_epochs_from_args_stepped_per_batch_but_not_one_sized_i
     assert scan(code.replace("{ctor}", "OneCycleLR(optimizer, max_lr=0.1, epochs=args.epochs, steps_per_epoch=len(train_loader))")) == []
 
 
+def test_a_scheduler_built_by_a_helper_and_sized_by_an_epoch_constant_stepped_per_batch():
+    """Blind dev house_price_embedding_mlp: `sched = make_scheduler(opt)` returns StepLR(step_size=LR_STEP_EPOCHS),
+    stepped inside the batch loop: the LR halves every 20 batches. A size named per epoch counts batches."""
+    code = """
+    import torch
+    EPOCHS, LR_STEP_EPOCHS = 60, 20
+
+    def make_scheduler(opt):
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=SIZE, gamma=0.5)
+
+    def main():
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        sched = make_scheduler(opt)
+        for epoch in range(1, EPOCHS + 1):
+            for batch in iterate_batches(train_data):
+                loss = loss_fn(model, batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+    """
+    (hit,) = hits_of(textwrap.dedent(code.replace("SIZE", "LR_STEP_EPOCHS")), PER_BATCH)
+    assert "StepLR" in hit.why and "LR_STEP_EPOCHS" in hit.why
+    assert PER_BATCH not in scan(code.replace("SIZE", "steps_per_epoch"))
+    for script, flagged in (("train.py", True), ("train_fixed.py", False)):
+        report = static_scan([EXAMPLES / "realistic" / "tabular" / "house_price_embedding_mlp" / script])
+        assert any(i.rule == PER_BATCH for i in report.issues) == flagged, script
+
+
 def test_per_epoch_exponential_decay_stepped_in_a_timm_style_train_one_epoch_helper():
     code = """
     import torch

@@ -233,6 +233,10 @@ def kind(name: str) -> Kind:
         return "loss"
     if re.search(r"(^|[_/. -])(nll|xent|cross_?entropy)($|[_/. -])", k):  # a loss by another name
         return "loss"
+    # a regression's objective printed by its name (train_mse 0.27 | val_mse 0.14): the loss when the log has no
+    # series named loss (a series that is, e.g. `loss` beside `val_mae`, is preferred by _pick_loss)
+    if re.search(r"(^|[_/. -])(mse|mae|huber|smooth_?l1)($|[_/. -])", k):
+        return "loss"
     if _GRAD_NORM.search(k):
         return "grad_norm"
     if _MEMORY.search(k):

@@ -1530,9 +1530,14 @@ def _scheduler_ctor(f: ParsedFile, receiver: ast.AST) -> ast.Call | None:
     """The call that built this scheduler, looked up in its function, then anywhere in the file."""
     values = f.values_of(receiver) or [v for table in f.assigned.values() for v in table.get(_src(receiver), [])]
     for v in values:
-        if isinstance(v, ast.Call) and (_name(v) in SCHEDULERS or "lr_scheduler" in _src(v.func)
-                                        or (_name(v).startswith("get_") and "schedule" in _name(v))):
-            return v
+        if not isinstance(v, ast.Call):
+            continue
+        fn = f.functions.get(v.func.id) if isinstance(v.func, ast.Name) else None
+        # sched = make_scheduler(opt), a helper of this file that returns the constructor
+        for c in [v] + [r.value for r in (_in_scope(fn) if fn is not None else []) if isinstance(r, ast.Return)]:
+            if isinstance(c, ast.Call) and (_name(c) in SCHEDULERS or "lr_scheduler" in _src(c.func)
+                                            or (_name(c).startswith("get_") and "schedule" in _name(c))):
+                return c
     return None
 
 
@@ -1595,6 +1600,8 @@ def _epoch_sized(f: ParsedFile, ctor: ast.Call, epoch_loop: ast.AST) -> bool:
     if size is None:
         return False
     text = _src(size).lower()
+    if "epoch" in text and "per_epoch" not in text and not any(w in text for w in ("len(", "*")):
+        return True  # LR_STEP_EPOCHS, decay_epochs: the name says what it counts
     if any(w in text for w in ("len(", "*", "step", "iter", "batch")):
         return False
     bound = _range_bound(epoch_loop)
