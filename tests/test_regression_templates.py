@@ -585,6 +585,51 @@ def test_a_clip_after_the_step_gets_the_same_script_test_which_the_moved_clip_pa
     assert _rerun(workspace, report.path).passes_now
 
 
+SCHEDULED_LOOP = """
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    EPOCHS, LR_STEP_EPOCHS = 30, 10
+    model = nn.Linear(4, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def make_scheduler(opt):
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=LR_STEP_EPOCHS, gamma=0.5)
+
+    sched = make_scheduler(opt)
+    x, y = torch.randn(640, 4), torch.randn(640, 1)
+    for epoch in range(EPOCHS):
+        for i in range(0, 640, 32):
+            opt.zero_grad()
+            loss = ((model(x[i:i + 32]) - y[i:i + 32]) ** 2).mean()
+            loss.backward()
+            opt.step()
+            sched.step()
+"""
+
+
+def test_a_per_epoch_schedule_stepped_per_batch_gets_a_script_lr_test_the_moved_step_passes(workspace):
+    """Blind dev house_price_embedding_mlp: StepLR sized in epochs, stepped per batch. The default lr_too_low test
+    (50 script steps, the factory's update ratio) passed on the bug; the suggested one runs the script 200 steps
+    and asserts the LR holds, which fails on the bug and passes once the scheduler steps per epoch."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(SCHEDULED_LOOP))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if "epoch_schedule_stepped_per_batch" in f.summary]
+    steps = suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+    assert "lr_range_test" not in [s.tool for s in steps]  # the factory steps no scheduler: it would call the LR fine
+    args = next(s.args for s in steps if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"] == {"script.steps": 200, "script.checks": ["lr_holds"]}
+    report = _write(workspace, failure_mode="lr_too_low", command=args["command"], params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_lr_holds_after_its_peak"}, report.text()
+    fixed = textwrap.dedent(SCHEDULED_LOOP).replace("        sched.step()\n", "    sched.step()\n")
+    assert fixed != textwrap.dedent(SCHEDULED_LOOP)
+    (workspace / "train.py").write_text(fixed)
+    assert _rerun(workspace, report.path).passes_now
+
+
 LATE_NAN_LOOP = """
     import torch
     from torch import nn

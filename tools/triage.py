@@ -36,6 +36,9 @@ DIVERGENCE_CAUSES = ("missing_zero_grad", "lr_too_high", "loss_function", "train
 # Steps a NaN hunt or a NaN regression test runs the user's script at most, and the script test's default.
 NAN_STEPS_MAX = 2000
 SCRIPT_STEPS_DEFAULT = 50
+SCHEDULE_STEPS = 200  # the script test's length for a per-epoch schedule stepped per batch
+SCHEDULER_RULES = {"epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch",
+                   "scheduler_step_before_optimizer_step"}  # static rules about where scheduler.step() runs
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
@@ -1048,6 +1051,8 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             continue  # the top finding's cause shows this symptom too: fix that first, then triage again
         if f is not findings[0] and f.confidence < 0.5 and findings[0].confidence >= 0.75:
             continue  # a hypothesis under a strong top finding: its probe would only delay the fix and its test
+        if tool == "lr_range_test" and any(e.what == "rule" and e.value in SCHEDULER_RULES for e in f.evidence):
+            continue  # it sweeps the base LR of the factory, which steps no scheduler: it would call the LR fine
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
                                                          "profile_steps"} else {}
@@ -1068,6 +1073,14 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             # factory's clean loop has no clip to add)
             args.pop("target", None)
             args["params"] = {"script.checks": ["finite_loss", "applied_grad_norm_bounded"]}
+        if top.failure_mode == "lr_too_low" and command and any(
+                e.what == "rule" and e.value == "epoch_schedule_stepped_per_batch" for e in top.evidence):
+            # the bug is where scheduler.step() sits in the loop: only the script steps the user's scheduler (the
+            # factory has none, a schedule function is right by itself); by 200 optimizer steps a per-epoch
+            # schedule stepped per batch has decayed far below its peak, stepped per epoch it has barely moved
+            args.pop("target", None)
+            args.pop("function", None)
+            args["params"] = {"script.steps": SCHEDULE_STEPS, "script.checks": ["lr_holds"]}
         if top.failure_mode == "nan_inf" and command and nan_step and nan_step > SCRIPT_STEPS_DEFAULT:
             # the script test must run as far as the NaN the run met, with some slack
             args["params"] = {"script.steps": min(NAN_STEPS_MAX, int(nan_step * 1.2) + 10)}
