@@ -283,6 +283,41 @@ def test_targets_cut_from_other_offsets_than_the_inputs_are_a_data_pipeline_bug(
     assert same.objective == "next_token" and same.targets_best_shift_frac == 1.0 and same.findings == []
 
 
+SEQ_FIRST_LM = """
+import torch, torch.nn as nn, torch.nn.functional as F
+
+class RNNModel(nn.Module):   # torch's word_language_model: (T, B) tokens, batch_first=False
+    def __init__(self, V=40, E=32, H=48):
+        super().__init__()
+        self.encoder, self.rnn, self.decoder = nn.Embedding(V, E), nn.LSTM(E, H), nn.Linear(H, V)
+
+    def forward(self, src):
+        out, _ = self.rnn(self.encoder(src))
+        return self.decoder(out)
+
+def make_target():
+    torch.manual_seed(0)
+    text = torch.randint(0, 40, (16, 25))
+    chunk = text.t().contiguous()            # (T + 1, B)
+    data, target = chunk[:-1], TARGET
+    return {"model": RNNModel(), "batch": (data, target), "num_classes": 40, "task": "lm",
+            "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).view(-1, 40), b[1].reshape(-1))}
+"""
+
+
+def test_a_time_first_rnn_lm_is_read_along_time_not_along_the_batch(workspace):
+    """Blind dev lstm_periodic_lm_seqfirst feeds (T, B) tokens to an LSTM with batch_first=False. Read as (B, T),
+    its correctly shifted targets matched the inputs "at no offset" and sequence_check called them cut from other
+    places in the text (data_pipeline 0.85), and the generated test failed on the right fix. Read along time they
+    are the next tokens; targets really drawn from elsewhere are still caught in that layout."""
+    (workspace / "ok.py").write_text(SEQ_FIRST_LM.replace("TARGET", "chunk[1:]"))
+    rep = seq(workspace, f"{workspace / 'ok.py'}:make_target")
+    assert rep.tokens_shape == [16, 24] and rep.objective == "next_token" and rep.findings == [], rep.text()
+    (workspace / "off.py").write_text(SEQ_FIRST_LM.replace("TARGET", "chunk.roll(5, 1)[1:]"))
+    rep = seq(workspace, f"{workspace / 'off.py'}:make_target")
+    assert rep.objective == "other" and modes(rep) == ["data_pipeline"], rep.text()
+
+
 def test_hugging_face_labels_equal_to_input_ids_shifted_inside_the_model_are_fine(workspace):
     # labels == input_ids is the Hugging Face convention: the model shifts them; -100 marks the padding
     (workspace / "hf.py").write_text(textwrap.dedent('''

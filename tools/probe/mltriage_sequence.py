@@ -313,6 +313,20 @@ def mask_hints(cap, model) -> list:
     return out
 
 
+def _seq_first(rnn_inputs, tokens) -> bool:
+    """Tokens laid out (T, B), as torch's word_language_model does: an RNN with batch_first=False takes the
+    embedded tokens in that same layout (a model that transposes (B, T) tokens itself feeds it the other way)."""
+    if tokens.dim() != 2:
+        return False
+    fed = [(m, x) for m, x in rnn_inputs if isinstance(x, torch.Tensor) and x.dim() == 3]
+    if not fed or any(m.batch_first for m, _ in fed):
+        return False
+    m, x = fed[0]
+    if tokens.shape[0] == tokens.shape[1]:
+        return True  # square: the module's own flag is all there is to go on
+    return tuple(x.shape[:2]) == tuple(tokens.shape)
+
+
 def localise(cap, model, B, T_, cut, perturb, rel):
     """The deepest module whose output at <= cut changes while its inputs at <= cut do not."""
     tapes = []
@@ -433,10 +447,12 @@ def stream_match(x, tgt, det, shifts=range(-3, 4)):
             "chance_match": float((px * pt).sum())}
 
 
-def batch_labels(batch, tokens):
-    """The batch's own labels, when they are a (B, T) integer tensor beside the inputs."""
+def batch_labels(batch, tokens, bt=lambda t: t):
+    """The batch's own labels, when they are a (B, T) integer tensor beside the inputs (`bt` turns the batch's
+    layout into (B, T))."""
     path = T.label_slot(batch)
     y = T.get(batch, path) if path else None
+    y = bt(y) if _is_tokens(y) else y
     if not _is_tokens(y) or tuple(y.shape) != tuple(tokens.shape) or y is tokens:
         return None
     valid = y >= 0
@@ -522,9 +538,11 @@ def run(job):
     model.eval()  # dropout off: two forwards on the same tokens must agree
     cap = Capture(target, batch)
     job.progress(0, 4, "forward", force=True)
-    emb_inputs = []
+    emb_inputs, rnn_inputs = [], []
     hooks = [m.register_forward_pre_hook(lambda m, args: emb_inputs.append((m, args[0] if args else None)))
              for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    hooks += [m.register_forward_pre_hook(lambda m, args: rnn_inputs.append((m, args[0] if args else None)))
+              for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
     try:
         tokens, logits, out, loss = cap()
     finally:
@@ -545,13 +563,17 @@ def run(job):
                 "note": f"the model's output has no (B, T, V) tensor matching its {list(tokens.shape)} tokens "
                         f"(outputs: {shapes})"}
     tokens, logits = tokens.detach().clone(), logits.detach().clone()
+    # the embedding fed the tokens: its size bounds the perturbation, its padding_idx names the pad id
+    emb = next((m for m, x in emb_inputs if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(tokens.shape)
+                and torch.equal(x, tokens)), None)
+    seq_first = _seq_first(rnn_inputs, tokens)
+    bt = (lambda t: t.transpose(0, 1)) if seq_first else (lambda t: t)  # every reading below is (B, T, ...)
+    tokens, logits = bt(tokens), bt(logits)
     B, T_, V = logits.shape
     report = {"sequence_model": True, "tokens_shape": [B, T_], "logits_shape": [B, T_, V],
               "loss": float(loss) if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None}
-
-    # the embedding fed the tokens: its size bounds the perturbation, its padding_idx names the pad id
-    emb = next((m for m, x in emb_inputs if isinstance(x, torch.Tensor) and tuple(x.shape) == (B, T_)
-                and torch.equal(x, tokens)), None)
+    if seq_first:
+        report["layout"] = "time first: (T, B) tokens into an RNN with batch_first=False, read here as (B, T)"
     top = int(tokens.max())
     sizes = sorted(m.num_embeddings for m in model.modules()
                    if isinstance(m, torch.nn.Embedding) and m.num_embeddings > top)
@@ -559,7 +581,7 @@ def run(job):
     report["vocab"] = vocab
 
     _, again, _, _ = cap()
-    noise = _maxdiff(logits, again)
+    noise = _maxdiff(logits, bt(again))
     scale = float(logits.abs().max())
     # float rounding bounds what "unchanged" can mean; a leak moves logits by orders of magnitude more
     eps = 1e-2 if logits.dtype in (torch.float16, torch.bfloat16) else 1e-5
@@ -571,16 +593,18 @@ def run(job):
 
     def perturber(cut):
         def perturb(x):
+            x = bt(x)
             y = x.clone()
             shift = torch.randint(1, max(2, vocab), (x.shape[0], x.shape[1] - cut - 1), generator=gen).to(x.device)
             y[:, cut + 1:] = (x[:, cut + 1:] + shift.to(x.dtype)) % vocab  # always a different token
-            return y
+            return bt(y).contiguous()
         return perturb
 
     checks, leak_cut = [], None
     for i, cut in enumerate(cuts):
         job.progress(1 + i / max(1, len(cuts)), 4, f"causality at t={cut}")
         _, lp, _, _ = cap(perturb=perturber(cut))
+        lp = bt(lp)
         past = _maxdiff(lp[:, :cut + 1], logits[:, :cut + 1])
         future = _maxdiff(lp[:, cut + 1:], logits[:, cut + 1:])
         leak = leaks(past, future, tol)
@@ -609,7 +633,7 @@ def run(job):
             pad, pad_from = found[0], f"token {found[0]} fills the edge of {found[1]} of {B} sequences"
     report["pad_id"], report["pad_from"] = pad, pad_from
     report["pad_frac"] = float((tokens == pad).float().mean()) if pad is not None else None
-    report["batch_labels"] = batch_labels(batch, tokens)
+    report["batch_labels"] = batch_labels(batch, tokens, bt)
     report["loss_location"] = _loss_location(target, model)
     if not any(p.requires_grad for p in model.parameters()):
         report["alignment"] = {"objective": "unknown", "note": "no parameter requires grad: no gradient to read"}
@@ -619,7 +643,7 @@ def run(job):
         why = "the target's loss does not reach the logits" if gl is not None else "the target has no loss"
         report["alignment"] = {"objective": "unknown", "note": why}
         return report
-    al = alignment(tokens, lg, lg.grad)
+    al = alignment(tokens, bt(lg), bt(lg.grad))
     report["alignment"] = {k: al.get(k) for k in ("objective", "positions", "same_frac", "next_frac", "counted_frac",
                                                   "determined_frac", "target_input_tv", "best_shift_frac",
                                                   "chance_match")}
