@@ -376,6 +376,45 @@ def test_padding_counted_in_the_loss_is_loss_function_and_ignore_index_is_quiet(
     assert ignored.findings == [], ignored.text()
 
 
+PADDED_TAGGER = """
+import torch, torch.nn as nn, torch.nn.functional as F
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16, padding_idx=0)
+        self.rnn = nn.LSTM(16, 16, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.out(self.rnn(self.emb(x))[0])
+
+def make_target():
+    torch.manual_seed(0)
+    lengths = torch.randint(4, 13, (16,))
+    x = torch.randint(1, 50, (16, 12))
+    y = torch.where(torch.rand(16, 12) < 0.7, 0, torch.randint(1, 5, (16, 12)))   # tag 0 is "O", most tokens
+    pad = torch.arange(12)[None, :] >= lengths[:, None]
+    x[pad] = 0
+    y[pad] = PAD_TAG
+    return {"model": Tagger(), "batch": (x, y),
+            "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2), b[1], ignore_index=-100)}
+"""
+
+
+def test_a_taggers_tag_zero_is_not_the_pad_token_zero(workspace):
+    """Blind dev lstm_slot_tagger_steplr: pad token 0, tag 0 = "O", pad positions tagged -100 and ignored. Its
+    "O" targets were read as pad targets (loss_function 0.8, "64% of the positions it counts" are padding). For a
+    tagger a position is padding when its input is: ignored pads are quiet, counted pads are still caught."""
+    (workspace / "ignored.py").write_text(PADDED_TAGGER.replace("PAD_TAG", "-100"))
+    rep = seq(workspace, f"{workspace / 'ignored.py'}:make_target")
+    assert rep.objective == "other" and rep.pad_id == 0 and rep.pad_counted_frac == 0, rep.text()
+    assert rep.findings == [], rep.text()
+    (workspace / "counted.py").write_text(PADDED_TAGGER.replace("PAD_TAG", "0"))
+    rep = seq(workspace, f"{workspace / 'counted.py'}:make_target")
+    assert rep.pad_counted_frac > 0.1 and modes(rep) == ["loss_function"], rep.text()
+
+
 # ------------------------------------------------------------------ what is not a causal LM
 
 def test_a_bidirectional_tagger_sees_later_tokens_but_is_not_called_a_leak(workspace):

@@ -221,6 +221,45 @@ def test_a_slow_make_target_does_not_eat_the_probes_time_and_a_hanging_one_still
     assert "did not finish within" in str(e.value) and "make_target" not in str(e.value).split("(timeout_s")[0]
 
 
+def test_layers_kept_in_a_plain_list_are_named_as_never_trained(workspace):
+    """Blind dev dense_ae_raman_spectra (a decoder built as a Python list) and shapes_resnet_sgd_cosine
+    (`self.stages = []` then append): model.parameters() leaves those layers out, so no snapshot row showed them
+    and triage read lr_too_low / healthy. The same layers in nn.ModuleList, or a convenience list of layers that
+    are registered anyway, are quiet."""
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inp = nn.Linear(8, 16)
+                self.blocks = HOLD([nn.Linear(16, 16) for _ in range(3)])
+                self.out = nn.Linear(16, 4)
+                self.all_layers = [self.inp, self.out]   # a convenience list of registered layers
+
+            def forward(self, x):
+                h = F.relu(self.inp(x))
+                for b in self.blocks:
+                    h = F.relu(b(h))
+                return self.out(h)
+
+        def make_target():
+            torch.manual_seed(0)
+            x, y = torch.randn(64, 8), torch.randint(0, 4, (64,))
+            return {"model": Net(), "data": [(x, y)], "num_classes": 4,
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}
+    """
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body.replace("HOLD", "list"), "plain.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "frozen_params"]
+    assert f.confidence >= 0.9 and f.location == "blocks" and "816 parameters in 3 layer(s)" in f.summary, rep.text()
+    assert "nn.ModuleList" in f.fix
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body.replace("HOLD", "nn.ModuleList"),
+                                                                     "registered.py")))
+    assert [f for f in rep.findings if f.failure_mode == "frozen_params"] == [], rep.text()
+
+
 # ------------------------------------------------------------------ data_check
 
 def test_data_check_finds_the_label_column_left_in_the_features():

@@ -535,6 +535,11 @@ def test_a_scheduler_built_by_a_helper_and_sized_by_an_epoch_constant_stepped_pe
     (hit,) = hits_of(textwrap.dedent(code.replace("SIZE", "LR_STEP_EPOCHS")), PER_BATCH)
     assert "StepLR" in hit.why and "LR_STEP_EPOCHS" in hit.why
     assert PER_BATCH not in scan(code.replace("SIZE", "steps_per_epoch"))
+    # blind dev lstm_slot_tagger_steplr: the size and the epochs read from one config dict
+    config = code.replace("EPOCHS, LR_STEP_EPOCHS = 60, 20", "CONFIG = dict(epochs=12, lr_step_size=NUM)").replace(
+        "step_size=SIZE", 'step_size=CONFIG["lr_step_size"]').replace("range(1, EPOCHS + 1)", 'range(1, CONFIG["epochs"] + 1)')
+    assert PER_BATCH in scan(config.replace("NUM", "4"))
+    assert PER_BATCH not in scan(config.replace("NUM", "500"))  # sized in batches: 500 > 12 epochs
     for script, flagged in (("train.py", True), ("train_fixed.py", False)):
         report = static_scan([EXAMPLES / "realistic" / "tabular" / "house_price_embedding_mlp" / script])
         assert any(i.rule == PER_BATCH for i in report.issues) == flagged, script

@@ -470,8 +470,31 @@ def grad_report_from(raw: dict, **fields) -> GradNormReport:
         output_constant=out.get("constant"), loss_history=raw.get("loss_history", []),
         grad_norm_history=raw.get("grad_norm_history", []), optimizer=raw.get("optimizer"),
         clipped=raw.get("clipped"), **fields)
-    rep.findings = grad_findings(rep)
+    rep.findings = unregistered_findings(raw.get("unregistered") or [], rep.params) + grad_findings(rep)
     return rep
+
+
+def unregistered_findings(hidden: list[dict], params: list) -> list[Finding]:
+    """Layers in a plain Python list/dict attribute: their weights are in no parameter list, so no snapshot row
+    shows them; they keep their random init while the rest trains around them."""
+    if not hidden:
+        return []
+    total = sum(h["params"] for h in hidden)
+    where = ", ".join(f"{h['owner']}.{h['where'].rsplit('.', 1)[-1]}" for h in hidden[:4])
+    registered = sum(math.prod(p.shape) for p in params)
+    return [Finding(
+        failure_mode="frozen_params", confidence=0.9,
+        summary=(f"{total:,} parameters in {sum(h['modules'] for h in hidden)} layer(s) kept in a plain Python "
+                 f"{hidden[0]['kind']} ({where}) are not registered with the model: model.parameters() "
+                 f"({registered:,} parameters) leaves them out, so the optimizer never updates them and they stay "
+                 "at their random init"),
+        evidence=[Evidence(what=f"{h['where']} ({h['kind']} of {h['modules']} module(s))",
+                           value=f"{h['params']:,} unregistered parameters", source="grad_norm_snapshot")
+                  for h in hidden[:4]],
+        fix="Hold the layers in nn.ModuleList (or nn.ModuleDict / nn.Sequential) instead of a list/dict, then "
+            "rebuild the optimizer from model.parameters()",
+        avoid="Do not raise the LR or train longer: those layers are never stepped",
+        location=", ".join(h["where"] for h in hidden)[:300])]
 
 
 async def grad_norm_snapshot(workspace_root: Path, target: str | None = None, command: list[str] | None = None,

@@ -1586,6 +1586,37 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
                                                           "epoch" in _src(loop.iter).lower())
 
 
+def _number(f: ParsedFile, e: ast.AST | None, depth: int = 0) -> float | None:
+    """The value of a constant expression of this file: 4, EPOCHS, CONFIG["epochs"] + 1 (a module-level dict
+    literal or dict(...) call), cfg.epochs is unknown."""
+    if e is None or depth > 4:
+        return None
+    if isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+        return float(e.value)
+    if isinstance(e, ast.Name):
+        values = f.assigned[f.tree].get(e.id, [])
+        return _number(f, values[0], depth + 1) if len(values) == 1 else None
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and isinstance(e.slice, ast.Constant):
+        tables = f.assigned[f.tree].get(e.value.id, [])
+        if len(tables) != 1:
+            return None
+        t = tables[0]
+        if isinstance(t, ast.Dict):
+            pairs = zip(t.keys, t.values)
+        elif isinstance(t, ast.Call) and _name(t) == "dict":
+            pairs = ((ast.Constant(k.arg), k.value) for k in t.keywords)
+        else:
+            return None
+        return next((_number(f, v, depth + 1) for k, v in pairs
+                     if isinstance(k, ast.Constant) and k.value == e.slice.value), None)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        a, b = _number(f, e.left, depth + 1), _number(f, e.right, depth + 1)
+        if a is None or b is None or (isinstance(e.op, ast.FloorDiv) and b == 0):
+            return None
+        return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(e.op), a // b if b else None)
+    return None
+
+
 def _epoch_sized(f: ParsedFile, ctor: ast.Call, epoch_loop: ast.AST) -> bool:
     """Is the scheduler's length given in epochs: `T_max=args.epochs`, or constants within the epoch count?"""
     if _name(ctor) == "ExponentialLR":  # a per-batch gamma of 0.99 or less is 100x down within ~460 batches
@@ -1602,6 +1633,9 @@ def _epoch_sized(f: ParsedFile, ctor: ast.Call, epoch_loop: ast.AST) -> bool:
     text = _src(size).lower()
     if "epoch" in text and "per_epoch" not in text and not any(w in text for w in ("len(", "*")):
         return True  # LR_STEP_EPOCHS, decay_epochs: the name says what it counts
+    n, epochs = _number(f, size), _number(f, _range_bound(epoch_loop))
+    if n is not None and epochs is not None and not isinstance(size, ast.Constant):
+        return 0 < n <= epochs  # step_size=CONFIG["lr_step_size"] (4) within CONFIG["epochs"] (12) epochs
     if any(w in text for w in ("len(", "*", "step", "iter", "batch")):
         return False
     bound = _range_bound(epoch_loop)

@@ -89,6 +89,25 @@ def mark_died(rows: list, named: list, dead_at_first: set | None) -> list:
     return rows
 
 
+def unregistered_modules(model) -> list:
+    """Modules kept in a plain list, tuple or dict attribute (self.stages = [...]) and reachable from no registered
+    submodule: model.parameters() leaves their weights out, so the optimizer never moves them (nor do .to() or
+    state_dict()). A convenience list of modules that are registered anyway is fine."""
+    registered = {id(m) for m in model.modules()}
+    out = []
+    for name, m in model.named_modules():
+        for attr, val in vars(m).items():
+            if attr.startswith("_") or not isinstance(val, (list, tuple, dict)):
+                continue
+            items = list(val.values()) if isinstance(val, dict) else list(val)
+            hidden = [x for x in items if isinstance(x, torch.nn.Module) and id(x) not in registered]
+            params = sum(p.numel() for x in hidden for p in x.parameters())
+            if hidden and params:
+                out.append({"where": f"{name}.{attr}" if name else attr, "owner": type(m).__name__,
+                            "kind": type(val).__name__, "modules": len(hidden), "params": params})
+    return out
+
+
 def run(job):
     a = job.args
     steps = max(1, int(a.get("steps", 1)))
@@ -171,7 +190,7 @@ def run(job):
     return {"mode": "target", "step": steps, "global_grad_norm": gn_hist[-1], "params": rows,
             "depth_order": recorder.module_order, "activations": acts, "output": output,
             "loss_history": loss_hist, "grad_norm_history": gn_hist, "optimizer": type(opt).__name__,
-            "syncs": 1}
+            "syncs": 1, "unregistered": unregistered_modules(model)}
 
 
 if __name__ == "__main__":

@@ -649,15 +649,23 @@ def run(job):
                                                   "chance_match")}
     if pad is not None:
         counted, det, tgt = al["counted"], al["det"], al["tgt"]
-        # the class a position is scored against when known, else its input token (right padding)
-        is_pad = torch.where(det, tgt == pad, tokens.to(tgt.device) == pad)
+        x = tokens.to(tgt.device)
+        tv = al.get("target_input_tv")
+        if al["objective"] in ("next_token", "same_position") or (tv is not None and tv <= 0.2):
+            # targets are tokens of the input text: the class a position is scored against when known, else its
+            # input token (right padding)
+            is_pad = torch.where(det, tgt == pad, x == pad)
+        else:
+            # a tagger's targets are tags, whose ids mean nothing as tokens (tag 0 "O" is no pad token 0): a
+            # position is padding when its input is
+            is_pad = x == pad
         n_counted = int(counted.sum())
         report["pad_counted_frac"] = float((is_pad & counted).sum()) / n_counted if n_counted else None
         sel = det & counted
         if int(sel.sum()):
             lf = logits.float().to(tgt.device)
             report["ce_with_pad"] = float(F.cross_entropy(lf[sel], tgt[sel]))
-            keep = sel & (tgt != pad)
+            keep = sel & ~is_pad
             report["ce_without_pad"] = float(F.cross_entropy(lf[keep], tgt[keep])) if int(keep.sum()) else None
     job.progress(4, 4, "done", force=True)
     return report
