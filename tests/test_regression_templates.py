@@ -585,6 +585,43 @@ def test_a_clip_after_the_step_gets_the_same_script_test_which_the_moved_clip_pa
     assert _rerun(workspace, report.path).passes_now
 
 
+PLAIN_LIST_NET = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+class SpectraAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(16, 4)
+        self.decoder_layers = HOLD([nn.Linear(4, 8), nn.Linear(8, 16)])
+
+    def forward(self, x):
+        h = torch.relu(self.enc(x))
+        for layer in self.decoder_layers:
+            h = layer(h)
+        return h
+
+def make_target():
+    torch.manual_seed(0)
+    x = torch.randn(32, 16)
+    return {"model": SpectraAE(), "data": [(x, x)], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[1])}
+"""
+
+
+def test_the_frozen_params_test_fails_on_layers_kept_in_a_plain_list_and_passes_on_a_module_list(workspace):
+    """Blind dev dense_ae_raman_spectra: every parameter model.parameters() lists did change, so the generated
+    test passed on the bug; the layers the list hides are what never train. It now asserts every layer is
+    registered."""
+    (workspace / "train.py").write_text(PLAIN_LIST_NET.replace("HOLD", "list"))
+    report = _write(workspace, failure_mode="frozen_params", target="train.py:make_target")
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_every_layer_is_registered_with_the_model"}, report.text()
+    assert "decoder_layers (list, 184 parameters)" in report.text()
+    (workspace / "train.py").write_text(PLAIN_LIST_NET.replace("HOLD", "nn.ModuleList"))
+    assert _rerun(workspace, report.path).passes_now
+
+
 SCHEDULED_LOOP = """
     import torch
     from torch import nn

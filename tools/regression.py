@@ -58,7 +58,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("broken_graph", "target",
        "Every parameter requires grad and gets a non-zero gradient from one backward pass.", {"ignore": []}),
     _T("frozen_params", "target",
-       "Every parameter changes after an optimizer step with the user's optimizer.", {"steps": 1, "ignore": []}),
+       "Every parameter changes after an optimizer step with the user's optimizer, and every layer the model holds "
+       "is registered (none kept in a plain list or dict).", {"steps": 1, "ignore": []}),
     _T("exploding_gradients", "target",
        "The global gradient norm (before clipping) stays under a bound for N training steps; attention scores reach "
        "the softmax divided by sqrt(head_dim) (a saturated softmax spikes the norm).",
