@@ -917,6 +917,28 @@ def test_a_norm_measured_at_the_losss_own_scale_answers_a_logs_guess_of_an_explo
     assert merge_findings([("log_metrics", guessed[0]), ("grad_norm_snapshot", loud)])[0].confidence > loud.confidence
 
 
+def test_an_lr_reading_under_unregistered_layers_is_their_symptom_and_gets_no_probe():
+    """Blind dev dense_ae_raman_spectra over stdio: frozen_params 90% (decoder layers in a plain list), lr_too_low
+    58% from a one-batch test that crawled, and the first next step was lr_range_test for it. Layers no optimizer
+    steps make any LR crawl: the LR reading is now explained by them, below VERDICT, with no probe. Without the
+    unregistered layers the same LR reading keeps its confidence."""
+    from tools.probes import unregistered_findings
+    from tools.report import Finding
+    from tools.triage import suggest_next, weigh_by_unregistered
+
+    frozen = unregistered_findings([{"where": "decoder_layers", "owner": "SpectraAE", "kind": "list", "modules": 5,
+                                     "params": 100224}], [])[0]
+    slow = Finding(failure_mode="lr_too_low", confidence=0.58, summary="the loss did not move on a single batch")
+    weighed = weigh_by_unregistered([frozen, slow])
+    assert weighed[0] is frozen and weighed[1].confidence < 0.5
+    assert weighed[1].facts["explained_by"] == "frozen_params" and "layers no optimizer steps" in weighed[1].summary
+    tools = [s.tool for s in suggest_next(weighed, "train.py:make_target", None, frozenset({"grad_norm_snapshot"}),
+                                          command=["python", "train.py"])]
+    assert "lr_range_test" not in tools and tools[0] == "write_regression_test"
+    plain = Finding(failure_mode="frozen_params", confidence=0.9, summary="3 parameters are not in the optimizer")
+    assert weigh_by_unregistered([plain, slow])[1].confidence == 0.58
+
+
 def test_a_weak_alternative_under_a_strong_finding_gets_no_probe_of_its_own():
     """Blind dev har_accel_gru_packed over stdio: data_pipeline 76% first, lr_too_low 30% second, and the first
     next step was lr_range_test "to confirm lr_too_low": a call that only delays the fix and its test. A strong

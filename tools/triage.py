@@ -620,6 +620,17 @@ def weigh_by_padding(findings: list[Finding]) -> list[Finding]:
                       "pads") if f.failure_mode == "lr_too_low" else f for f in findings]
 
 
+def weigh_by_unregistered(findings: list[Finding]) -> list[Finding]:
+    """Layers the optimizer never steps (kept in a plain list, see grad_norm_snapshot) leave the rest of the net to
+    fit around random weights: one batch crawls at any LR. An LR reading that says "too low" is their symptom."""
+    frozen = next((f for f in findings if f.failure_mode == "frozen_params" and f.facts.get("unregistered")
+                   and f.confidence >= VERDICT), None)
+    if frozen is None:
+        return findings
+    return [explained(f, frozen, "layers no optimizer steps make the loss crawl at any LR")
+            if f.failure_mode == "lr_too_low" else f for f in findings]
+
+
 def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
     """A finding the cause's bug shows too: a hypothesis below VERDICT that says why, with no next step of its own
     (suggest_next skips what the top finding explains)."""
@@ -1326,13 +1337,13 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_run_progress(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_run_progress(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
-                              seen.get("grad_norm_snapshot:script")))), seen.get("overfit_test"), log_loss(), log_val()))
+                              seen.get("grad_norm_snapshot:script"))))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")
