@@ -75,7 +75,7 @@ class ProbeOutcome:
     stderr_tail: str
     python: str
     reports: dict = field(default_factory=dict)  # script mode: <job>/reports/*.json (one per rank), by file stem
-    factory_s: float = 0.0  # time spent in the user's make_target; the deadline was extended by it (up to 2x)
+    factory_s: float = 0.0  # time the user's make_target kept the probe busy; the deadline grew by it (up to 2x)
 
     @property
     def crashed_by(self) -> str | None:
@@ -235,7 +235,8 @@ async def run_probe(
         timed_out, seen = False, 0
         try:
             while proc.poll() is None:
-                if time.monotonic() - start > timeout_s + min(_factory_seconds(job), timeout_s):
+                elapsed = time.monotonic() - start  # the factory's file is read only once past the plain timeout
+                if elapsed > timeout_s and elapsed > timeout_s + min(_factory_seconds(job), timeout_s):
                     timed_out = True
                     kill_tree(proc, token, since, tag)
                     break

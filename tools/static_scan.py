@@ -1611,9 +1611,11 @@ def _number(f: ParsedFile, e: ast.AST | None, depth: int = 0) -> float | None:
                      if isinstance(k, ast.Constant) and k.value == e.slice.value), None)
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
         a, b = _number(f, e.left, depth + 1), _number(f, e.right, depth + 1)
-        if a is None or b is None or (isinstance(e.op, ast.FloorDiv) and b == 0):
+        if a is None or b is None:
             return None
-        return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(e.op), a // b if b else None)
+        if isinstance(e.op, ast.FloorDiv):
+            return a // b if b else None
+        return a + b if isinstance(e.op, ast.Add) else a - b if isinstance(e.op, ast.Sub) else a * b
     return None
 
 

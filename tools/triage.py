@@ -594,6 +594,11 @@ def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
 PROBABILITIES_INTO_LOSS = {"sigmoid_into_bce_with_logits", "softmax_into_cross_entropy", "softmax_into_nll_loss"}
 
 
+def from_rule(f: Finding, *rules: str) -> bool:
+    """Does the finding rest on one of these static rules (its evidence names the rule)?"""
+    return any(e.what == "rule" and e.value in rules for e in f.evidence)
+
+
 def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     """A loss fed probabilities where it expects logits (a sigmoid before BCEWithLogits, a softmax before
     cross-entropy) squashes its gradient: the model learns slowly at any LR, so while that is the top finding an
@@ -602,10 +607,9 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     top = max(findings, key=lambda f: f.confidence, default=None)
     if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT or not (
             top.facts.get("probabilities_into_loss")
-            or any(e.what == "rule" and e.value in PROBABILITIES_INTO_LOSS for e in top.evidence)):
+            or from_rule(top, *PROBABILITIES_INTO_LOSS)):
         return findings
-    return [explained(f, top, "a loss fed probabilities learns slowly at any LR: its gradient is squashed")
-            if f.failure_mode == "lr_too_low" else f for f in findings]
+    return slow_lr_explained(findings, top, "a loss fed probabilities learns slowly at any LR: its gradient is squashed")
 
 
 def weigh_by_padding(findings: list[Finding]) -> list[Finding]:
@@ -616,8 +620,8 @@ def weigh_by_padding(findings: list[Finding]) -> list[Finding]:
                 and f.confidence >= VERDICT), None)
     if pad is None:
         return findings
-    return [explained(f, pad, "a model that reads its padding fits slowly at any LR: short rows are read through "
-                      "pads") if f.failure_mode == "lr_too_low" else f for f in findings]
+    return slow_lr_explained(findings, pad, "a model that reads its padding fits slowly at any LR: short rows are "
+                             "read through pads")
 
 
 def weigh_by_unregistered(findings: list[Finding]) -> list[Finding]:
@@ -627,8 +631,12 @@ def weigh_by_unregistered(findings: list[Finding]) -> list[Finding]:
                    and f.confidence >= VERDICT), None)
     if frozen is None:
         return findings
-    return [explained(f, frozen, "layers no optimizer steps make the loss crawl at any LR")
-            if f.failure_mode == "lr_too_low" else f for f in findings]
+    return slow_lr_explained(findings, frozen, "layers no optimizer steps make the loss crawl at any LR")
+
+
+def slow_lr_explained(findings: list[Finding], cause: Finding, why: str) -> list[Finding]:
+    """Every "the LR is too low" reading, explained by `cause` (a bug that makes any LR learn slowly)."""
+    return [explained(f, cause, why) if f.failure_mode == "lr_too_low" else f for f in findings]
 
 
 def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
@@ -799,8 +807,8 @@ def weigh_by_labels(findings: list[Finding], at_lr, overfit=None) -> list[Findin
     # by its fact, not its text: a merge may put another data_pipeline finding's summary in front of it
     no_signal = next((f for f in findings if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")),
                      None)
-    moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5 and any(
-        e.what == "rule" and e.value in LABELS_ELSEWHERE for e in f.evidence)), None)
+    moved = next((f for f in findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5
+                  and from_rule(f, *LABELS_ELSEWHERE)), None)
     if moved is not None:  # the code pairs rows with other rows' labels: no LR experiment unsays that
         return labels_explain_slow_batch(findings, moved)
     # validation that never learnt while training fell, at an LR where the model fits its batches (data_check's
@@ -1062,7 +1070,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             continue  # the top finding's cause shows this symptom too: fix that first, then triage again
         if f is not findings[0] and f.confidence < 0.5 and findings[0].confidence >= 0.75:
             continue  # a hypothesis under a strong top finding: its probe would only delay the fix and its test
-        if tool == "lr_range_test" and any(e.what == "rule" and e.value in SCHEDULER_RULES for e in f.evidence):
+        if tool == "lr_range_test" and from_rule(f, *SCHEDULER_RULES):
             continue  # it sweeps the base LR of the factory, which steps no scheduler: it would call the LR fine
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
@@ -1076,7 +1084,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                 **({"command": list(command)} if command else {})}
         if top.failure_mode in ("lr_too_high", "lr_too_low") and schedule_fns:
             args["function"] = schedule_fns[0]
-        clip_late = any(e.what == "rule" and e.value == "clip_after_step" for e in top.evidence)
+        clip_late = from_rule(top, "clip_after_step")
         if top.failure_mode == "exploding_gradients" and command and (top.facts.get("unclipped_recurrent")
                                                                        or clip_late):
             # the fix is clipping in the loop (adding it, or moving it before the step): pre-clip norms stay
@@ -1084,8 +1092,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             # factory's clean loop has no clip to add)
             args.pop("target", None)
             args["params"] = {"script.checks": ["finite_loss", "applied_grad_norm_bounded"]}
-        if top.failure_mode == "lr_too_low" and command and any(
-                e.what == "rule" and e.value == "epoch_schedule_stepped_per_batch" for e in top.evidence):
+        if top.failure_mode == "lr_too_low" and command and from_rule(top, "epoch_schedule_stepped_per_batch"):
             # the bug is where scheduler.step() sits in the loop: only the script steps the user's scheduler (the
             # factory has none, a schedule function is right by itself); by 200 optimizer steps a per-epoch
             # schedule stepped per batch has decayed far below its peak, stepped per epoch it has barely moved

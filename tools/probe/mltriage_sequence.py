@@ -321,10 +321,9 @@ def _seq_first(rnn_inputs, tokens) -> bool:
     fed = [(m, x) for m, x in rnn_inputs if isinstance(x, torch.Tensor) and x.dim() == 3]
     if not fed or any(m.batch_first for m, _ in fed):
         return False
-    m, x = fed[0]
     if tokens.shape[0] == tokens.shape[1]:
         return True  # square: the module's own flag is all there is to go on
-    return tuple(x.shape[:2]) == tuple(tokens.shape)
+    return tuple(fed[0][1].shape[:2]) == tuple(tokens.shape)
 
 
 def localise(cap, model, B, T_, cut, perturb, rel):
