@@ -494,7 +494,8 @@ def unregistered_findings(hidden: list[dict], params: list) -> list[Finding]:
         fix="Hold the layers in nn.ModuleList (or nn.ModuleDict / nn.Sequential) instead of a list/dict, then "
             "rebuild the optimizer from model.parameters()",
         avoid="Do not raise the LR or train longer: those layers are never stepped",
-        location=", ".join(h["where"] for h in hidden)[:300], facts={"unregistered": True})]
+        location=", ".join(f"{h['line']} ({h['where']})" if h.get("line") else h["where"] for h in hidden)[:300],
+        facts={"unregistered": True})]
 
 
 async def grad_norm_snapshot(workspace_root: Path, target: str | None = None, command: list[str] | None = None,

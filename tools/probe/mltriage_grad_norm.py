@@ -4,6 +4,10 @@ Fused: every norm is computed with torch._foreach_norm and the whole snapshot (p
 update norms, loss and grad-norm history, activation statistics) reaches the host in ONE .tolist().
 """
 
+import inspect
+import os
+import re
+
 import torch
 
 import mltriage_torch as T
@@ -104,8 +108,28 @@ def unregistered_modules(model) -> list:
             params = sum(p.numel() for x in hidden for p in x.parameters())
             if hidden and params:
                 out.append({"where": f"{name}.{attr}" if name else attr, "owner": type(m).__name__,
-                            "kind": type(val).__name__, "modules": len(hidden), "params": params})
+                            "kind": type(val).__name__, "modules": len(hidden), "params": params,
+                            "line": assignment_line(type(m), attr)})
     return out
+
+
+def assignment_line(cls, attr: str) -> str | None:
+    """file:line where the class first assigns self.<attr>: the line to change, which the attribute name alone
+    does not give an agent reading a long file."""
+    pat = re.compile(rf"\bself\.{re.escape(attr)}\s*(:[^=]*)?=(?!=)")
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch."):
+            break
+        try:
+            src, start = inspect.getsourcelines(klass)
+            fn = inspect.getsourcefile(klass) or ""
+        except (OSError, TypeError):
+            continue
+        for i, text in enumerate(src):
+            if pat.search(text):
+                cwd = os.getcwd() + os.sep
+                return f"{fn[len(cwd):] if fn.startswith(cwd) else fn}:{start + i}"
+    return None
 
 
 def run(job):
