@@ -955,3 +955,46 @@ def test_a_weak_alternative_under_a_strong_finding_gets_no_probe_of_its_own():
     assert "write_regression_test" in tools(0.76, 0.3)
     assert "lr_range_test" in tools(0.6, 0.3)  # the top finding is not sure: rule the alternative out
     assert "lr_range_test" in tools(0.9, 0.86)
+
+
+def test_a_validation_that_never_learnt_under_a_schedule_stepped_per_batch_is_the_schedules_symptom(tmp_path):
+    """Blind dev lstm_slot_tagger_steplr: StepLR sized in epochs, stepped per batch, so the LR reached ~0 in the
+    first epochs. lr_too_low 72% (the rule, with its line) and data_pipeline 70% ("validation never learnt, and a
+    real-label copy generalises no better than a permuted one") sat level: an agent could chase the data first.
+    The run's half of that reading is the schedule's symptom; what is left (one short probe) is a hypothesis.
+    Without the schedule finding the same reading stands."""
+    from types import SimpleNamespace
+
+    from tools.static_scan import static_scan
+    from tools.triage import weigh_by_prior, weigh_by_schedule
+
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch
+        EPOCHS, LR_STEP_EPOCHS = 30, 4
+        model = torch.nn.Linear(4, 3)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=LR_STEP_EPOCHS, gamma=0.5)
+        for epoch in range(EPOCHS):
+            for i in range(40):
+                opt.zero_grad()
+                loss = model(torch.randn(8, 4)).logsumexp(1).mean()
+                loss.backward()
+                opt.step()
+                sched.step()
+    """))
+    (sched,) = [f for f in static_scan([tmp_path / "train.py"]).findings if f.failure_mode == "lr_too_low"]
+    sched = sched.model_copy(update={"confidence": 0.72})
+    data = SimpleNamespace(held_out_loss_permuted_labels=1.37, held_out_loss_at_init=2.2,
+                           held_out_loss_real_labels=1.40)
+    val = SimpleNamespace(name="val_loss", first=1.781, min=1.77, last=1.781, smoothed_last=1.781, count=12,
+                          trend="flat")
+    (never,) = weigh_by_prior([], data, val)
+    assert never.failure_mode == "data_pipeline" and never.confidence >= 0.7 and never.facts["val_flat"]
+    top, second = sorted(weigh_by_schedule([sched, never]), key=lambda f: -f.confidence)
+    assert top is sched and second.failure_mode == "data_pipeline" and second.confidence < 0.5
+    assert "drove the LR to ~0" in second.summary and second.facts["explained_by"] == "lr_too_low"
+    assert weigh_by_schedule([never])[0].confidence >= 0.7
+    # a training loss that fell (labels memorised) while validation never beat the prior is not the schedule's
+    fit = Finding(failure_mode="overfitting", confidence=0.7, summary="loss keeps falling while val_loss turned up")
+    memorised = weigh_by_prior([fit], data, SimpleNamespace(**{**vars(val), "min": 1.40}))[0]
+    assert memorised.failure_mode == "data_pipeline" and weigh_by_schedule([sched, memorised])[1] is memorised

@@ -634,6 +634,20 @@ def weigh_by_unregistered(findings: list[Finding]) -> list[Finding]:
     return slow_lr_explained(findings, frozen, "layers no optimizer steps make the loss crawl at any LR")
 
 
+def weigh_by_schedule(findings: list[Finding]) -> list[Finding]:
+    """A per-epoch schedule stepped per batch (or per micro-batch) drives the LR to ~0 within the first epochs: the
+    run's validation then learns nothing whatever its labels. data_pipeline's "never learnt" picture needs the run
+    and data_check to agree; the run's half is the schedule's symptom, so what is left is one short probe: a
+    hypothesis below the schedule, not a level second cause (blind dev lstm_slot_tagger_steplr: 72% vs 70%)."""
+    sched = next((f for f in findings if f.failure_mode == "lr_too_low" and f.confidence >= VERDICT
+                  and from_rule(f, "epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch")), None)
+    if sched is None:
+        return findings
+    why = "a schedule that drove the LR to ~0 stops validation learning whatever the labels"
+    return [explained(f, sched, why) if f.failure_mode == "data_pipeline" and f.facts.get("val_flat") else f
+            for f in findings]
+
+
 def slow_lr_explained(findings: list[Finding], cause: Finding, why: str) -> list[Finding]:
     """Every "the LR is too low" reading, explained by `cause` (a bug that makes any LR learn slowly)."""
     return [explained(f, cause, why) if f.failure_mode == "lr_too_low" else f for f in findings]
@@ -754,7 +768,8 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         return findings
     cause = Finding(
         failure_mode="data_pipeline", confidence=round((fit.confidence if fit else NO_TRANSFER) + 0.05, 2),
-        facts={"never_beat_prior": True, **({"splits_differ": True} if apart else {})},
+        facts={"never_beat_prior": True, **({"splits_differ": True} if apart else {}),
+               **({"val_flat": True} if fit is None else {})},  # the run learnt nothing at all
         summary=summary, evidence=evidence, fix=fix,
         avoid="Do not add regularisation, stop early or tune the LR: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
@@ -1344,13 +1359,13 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_run_progress(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
-                              seen.get("grad_norm_snapshot:script"))))), seen.get("overfit_test"), log_loss(), log_val()))
+                              seen.get("grad_norm_snapshot:script")))))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")
