@@ -824,6 +824,36 @@ def test_kl_subtracted_from_a_lightning_vae_loss_is_a_loss_sign_bug():
                        "return recon, kld", "return recon, neg_kl").replace("loss = recon + beta * kld", "loss = recon - beta * kld")) == []
 
 
+
+def test_a_mean_reconstruction_beside_a_summed_kl_weighs_the_kl_by_the_input_size():
+    """Blind dev vae_mlp_sprites16: BCE averaged over the 256 pixels beside a KL summed over the latent dims: the KL
+    weighs 256x too much, the posterior collapses (logged KL 0.0000), reconstructions stay blurry. The ELBO's
+    reconstruction is summed per sample, as the KL is; both averaged per element is a consistent (scaled) ELBO."""
+    code = inject(LIT_VAE, 'recon = F.binary_cross_entropy_with_logits(logits, x, reduction="sum") / x.size(0)',
+                  "recon = F.binary_cross_entropy_with_logits(logits, x)")
+    code = inject(code, "kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp()) / x.size(0)",
+                  "kld = (-0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)).mean()")
+    (hit,) = hits_of(code, "kl_against_mean_reconstruction")
+    assert hit.failure_mode == "loss_function" and hit.line == line_of(code, "recon = F.binary_cross_entropy_with")
+    assert "reduction='none'" in hit.fix
+    assert scan(LIT_VAE) == []  # reduction="sum" / batch beside a KL summed / batch
+    summed = code.replace("F.binary_cross_entropy_with_logits(logits, x)",
+                          'F.binary_cross_entropy_with_logits(logits, x, reduction="none").sum(dim=1).mean()')
+    assert scan(summed) == []
+    assert scan(code.replace(".sum(dim=1)).mean()", ").mean()")) == []  # both per element: a scaled ELBO
+    # a loss module with its default reduction is the same mean; a KL from a helper that sums is the same KL
+    module = inject(code, "recon = F.binary_cross_entropy_with_logits(logits, x)", "recon = self.rec_loss(logits, x)")
+    module = inject(module, "self.decoder = nn.Sequential(", "self.rec_loss = nn.BCEWithLogitsLoss()\n        self.decoder = nn.Sequential(")
+    assert "kl_against_mean_reconstruction" in scan(module)
+    assert scan(module.replace("nn.BCEWithLogitsLoss()", "nn.BCEWithLogitsLoss(reduction='sum')")) == []
+    helper = inject(code, "kld = (-0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)).mean()",
+                    "kld = kl_to_prior(mu, logvar).mean()")
+    helper += "\ndef kl_to_prior(mu, logvar):\n    return -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)\n"
+    assert "kl_against_mean_reconstruction" in scan(helper)
+    # a pixel MSE read as a metric beside the ELBO terms is not a loss term
+    metric = inject(LIT_VAE, "return recon, kld", "mse = F.mse_loss(torch.sigmoid(logits), x).item()\n        return recon, kld")
+    assert scan(metric) == []
+
 def test_lightning_autoencoder_whose_decoder_ends_in_sigmoid_fed_to_bce_with_logits_through_self():
     code = """
     import torch.nn as nn

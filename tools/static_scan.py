@@ -210,6 +210,17 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "shift by one: x, y = data[i:i + T], data[i + 1:i + T + 1] (or logits[:, :-1] against tokens[:, 1:]); "
          "Hugging Face *ForCausalLM models shift labels=input_ids themselves, so pass labels= instead of your own loss",
          "Do not read the near-zero loss as a well-trained model or lower the LR; shift the targets by one token."),
+    Rule("kl_against_mean_reconstruction", "loss_function", 0.6,
+         "the reconstruction term is averaged over every element of the input (a loss with reduction='mean', the "
+         "default) while the KL is summed over the latent dimensions: against the ELBO, whose log-likelihood is "
+         "summed over the data dimensions (Kingma & Welling 2014; the PyTorch VAE example sums its BCE with "
+         "reduction='sum'), the KL weighs as many times too much as each sample has elements, so the encoder's "
+         "cheapest move is to match the prior: the KL collapses toward 0, the latents carry nothing and the "
+         "reconstructions are the blurry average",
+         "sum the reconstruction over each sample's elements and average over the batch, as the KL is: "
+         "F.binary_cross_entropy_with_logits(logits, x, reduction='none').flatten(1).sum(1).mean() (or "
+         "reduction='sum' / batch size); if a smaller KL weight is what you mean, write it as an explicit beta",
+         "Do not add a KL warm-up, free bits or a smaller LR first: the reductions weight the KL by the input size"),
     Rule("kl_subtracted_from_loss", "loss_function", 0.7,
          "the KL term is subtracted from the loss: the VAE loss is -ELBO = reconstruction + KL, so minimising "
          "reconstruction - KL maximises the KL (mu and log-variance run off and the loss goes to -inf)",
@@ -2652,6 +2663,76 @@ def rule_kl_sign(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+RECON_LOSSES = {"binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss", "smooth_l1_loss",
+                "huber_loss", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
+
+
+def _reduces_by_mean(call: ast.Call) -> bool:
+    kw = next((k.value for k in call.keywords if k.arg == "reduction"), None)
+    return kw is None or isinstance(kw, ast.Constant) and kw.value == "mean"
+
+
+def _mean_reconstruction(f: ParsedFile, n: ast.AST) -> bool:
+    """F.mse_loss(x_hat, x) or criterion(x_hat, x) with criterion = nn.BCELoss(): a loss averaged over elements."""
+    if not isinstance(n, ast.Call):
+        return False
+    if _name(n) in RECON_LOSSES and _name(n)[0].islower():
+        return _reduces_by_mean(n)
+    if _src(n.func) in f.loss_objects and f.loss_objects[_src(n.func)] in RECON_LOSSES:
+        ctors = [v for t in f.assigned.values() for v in t.get(_src(n.func), []) if isinstance(v, ast.Call)]
+        return bool(ctors) and all(_reduces_by_mean(c) for c in ctors)
+    return False
+
+
+def _summed_kl(e: ast.AST) -> bool:
+    """The Gaussian KL to N(0, I) written out (mu ** 2, logvar.exp()) and summed (over latent dims or all)."""
+    text = _src(e).replace(" ", "").lower()
+    gaussian = ("logvar" in text or "log_var" in text) and "exp" in text and \
+        any(m in text for m in ("mu.pow(2)", "mu**2", "mu*mu", "mu.square()", "torch.square(mu)"))
+    return gaussian and any(_name(c) == "sum" for c in ast.walk(e) if isinstance(c, ast.Call))
+
+
+def _returns_summed_kl(f: ParsedFile, e: ast.AST) -> bool:
+    """kl_to_prior(mu, logvar).mean(), where kl_to_prior returns the summed KL (one call deep)."""
+    for c in ast.walk(e):
+        fn = f.functions.get(_name(c)) if isinstance(c, ast.Call) else None
+        if fn is not None and any(isinstance(r, ast.Return) and r.value is not None and _summed_kl(r.value)
+                                  for r in _in_scope(fn)):
+            return True
+    return False
+
+
+def rule_kl_against_mean_reconstruction(f: ParsedFile) -> list[Hit]:
+    """recon = F.binary_cross_entropy_with_logits(logits, x); kl = -0.5 * (...).sum(dim=1).mean(): both terms of
+    one objective, in one function, each kept (a name returned or added), not a metric read with .item()."""
+    hits = []
+    for fn in f.functions.values():
+        body = list(_in_scope(fn))
+        used = {_src(x) for r in body if isinstance(r, ast.Return) and r.value is not None for x in ast.walk(r.value)
+                if isinstance(x, ast.Name)} | {_src(x) for b in body if isinstance(b, ast.BinOp)
+                                               and isinstance(b.op, ast.Add) for x in (b.left, b.right)}
+
+        def kept(node: ast.AST) -> bool:
+            up = f.parent.get(node)
+            while up is not None and not isinstance(up, ast.stmt):
+                if isinstance(up, ast.Attribute) and up.attr in LEAVES_AUTOGRAD or \
+                        isinstance(up, ast.BinOp) and isinstance(up.op, (ast.Mult, ast.Div)):
+                    return False  # a metric, or a reconstruction the user rescaled on purpose
+                up = f.parent.get(up)
+            if isinstance(up, ast.Return):
+                return True
+            return isinstance(up, ast.Assign) and any(_src(t) in used for t in up.targets)
+
+        recon = next((n for n in body if _mean_reconstruction(f, n) and kept(n)), None)
+        kl = next((n for n in body if isinstance(n, ast.expr) and not isinstance(f.parent.get(n), ast.expr)
+                   and (_summed_kl(n) or _returns_summed_kl(f, n)) and kept(n)), None)
+        if recon is not None and kl is not None:
+            why = (f"`{f.seg(recon)}` averages the reconstruction over every element while `{f.seg(kl)}` sums the "
+                   "KL over the latent dimensions: the KL weighs as many times too much as a sample has elements")
+            hits.append((recon, "kl_against_mean_reconstruction", {"why": why}))
+    return hits
+
+
 # --- attention ------------------------------------------------------------------------------
 
 SCALE_WORDS = ("sqrt", "scale", "temperature", "temp", "0.5", "norm_factor")
@@ -2856,7 +2937,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_evaluation_in_train_mode,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
+                  rule_kl_sign, rule_kl_against_mean_reconstruction, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
                   rule_rows_moved_apart_from_labels, rule_label_changing_augmentation,
                   rule_kl_weight_grows_past_its_end, rule_unbounded_decoder_variance]
