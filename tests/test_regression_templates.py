@@ -886,3 +886,54 @@ def test_padding_runs_are_not_read_as_unshifted_targets(workspace):
     after = _rerun(workspace, report.path)
     [case] = [c for c in after.cases if c.test == "test_targets_are_not_the_inputs"]
     assert case.outcome == "failed" and "100% of target tokens" in case.message, after.text()
+
+
+MEAN_RECON_VAE = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class VAE(nn.Module):
+        def __init__(self, d=64, k=4):
+            super().__init__()
+            self.enc, self.dec = nn.Linear(d, 2 * k), nn.Linear(k, d)
+
+        def forward(self, x):
+            mu, logvar = self.enc(x).chunk(2, dim=-1)
+            return self.dec(mu + torch.randn_like(mu) * (0.5 * logvar).exp()), mu, logvar
+
+    def loss_fn(model, x):
+        logits, mu, logvar = model(x)
+        recon = F.binary_cross_entropy_with_logits(logits, x)
+        kl = (-0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)).mean()
+        return recon + kl
+
+    def make_target():
+        torch.manual_seed(0)
+        prototypes = torch.rand(2, 64).round()  # two sprites: a batch a VAE can learn in a few steps
+        return {"model": VAE(), "data": [prototypes[torch.randint(0, 2, (16,))] for _ in range(2)],
+                "loss_fn": loss_fn, "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+def test_a_vae_reconstruction_averaged_over_elements_beside_a_summed_kl_fails_its_test(workspace):
+    """Blind dev vae_mlp_sprites16 over stdio: the suggested loss_function test passed on the bug (its checks are
+    about logits, the sign and one batch). With recon_summed (suggested for kl_against_mean_reconstruction) it
+    watches the reconstruction loss the user's loss_fn calls: it fails on the mean over 64 pixels and passes on
+    reduction='none' summed per sample, the fix."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(MEAN_RECON_VAE))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "loss_function"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"recon_summed": True}
+    report = _write(workspace, failure_mode="loss_function", target="train.py:make_target", params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_reconstruction_is_summed_over_each_sample_like_the_kl"}, report.text()
+    assert "64 elements of each sample" in report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(MEAN_RECON_VAE).replace(
+        "F.binary_cross_entropy_with_logits(logits, x)",
+        "F.binary_cross_entropy_with_logits(logits, x, reduction='none').sum(1).mean()"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

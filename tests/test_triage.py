@@ -998,3 +998,27 @@ def test_a_validation_that_never_learnt_under_a_schedule_stepped_per_batch_is_th
     fit = Finding(failure_mode="overfitting", confidence=0.7, summary="loss keeps falling while val_loss turned up")
     memorised = weigh_by_prior([fit], data, SimpleNamespace(**{**vars(val), "min": 1.40}))[0]
     assert memorised.failure_mode == "data_pipeline" and weigh_by_schedule([sched, memorised])[1] is memorised
+
+
+def test_a_slow_batch_under_a_kl_weighed_by_the_input_size_is_its_symptom(tmp_path):
+    """Blind dev vae_mlp_sprites16 over stdio: loss_function 60% (BCE averaged over 256 pixels beside a summed KL)
+    and lr_too_low 30% from a one-batch test that stalled, whose lr_range_test came first among the next steps.
+    A KL that outweighs the reconstruction holds the loss at the collapsed posterior's floor at any LR."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next, weigh_by_loss_input
+
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch.nn.functional as F
+        def loss_fn(model, x):
+            logits, mu, logvar = model(x)
+            recon = F.binary_cross_entropy_with_logits(logits, x)
+            kl = (-0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)).mean()
+            return recon + kl
+    """))
+    (top,) = static_scan([tmp_path / "train.py"]).findings
+    slow = Finding(failure_mode="lr_too_low", confidence=0.3, summary="the loss fell only 0.5858 of the way")
+    weighed = weigh_by_loss_input([top, slow])
+    assert weighed[1].facts["explained_by"] == "loss_function" and "collapsed posterior" in weighed[1].summary
+    tools = [s.tool for s in suggest_next(weighed, "train.py:make_target", None, frozenset({"overfit_test"}),
+                                          command=["python", "train.py"])]
+    assert tools[0] == "write_regression_test" and "lr_range_test" not in tools

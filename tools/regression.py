@@ -81,8 +81,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        {"num_classes": None, "label_key": None}),
     _T("loss_function", "target",
        "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
-       "falls on one batch, and pad positions get no gradient.",
-       {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None}, ("_target", "_sequence")),
+       "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
+       "sample), no reconstruction loss averages over each sample's elements.",
+       {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None, "recon_summed": False},
+       ("_target", "_sequence")),
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
        "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation.",

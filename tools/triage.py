@@ -605,9 +605,13 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     LR reading that says "too low" (a one-batch test that crawls, small updates) is its symptom, not a second
     cause. Fix the loss, then triage again."""
     top = max(findings, key=lambda f: f.confidence, default=None)
-    if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT or not (
-            top.facts.get("probabilities_into_loss")
-            or from_rule(top, *PROBABILITIES_INTO_LOSS)):
+    if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT:
+        return findings
+    if from_rule(top, "kl_against_mean_reconstruction"):
+        # a KL weighted by the input size holds one batch's loss at the collapsed posterior's floor, at any LR
+        return slow_lr_explained(findings, top, "a KL that outweighs the reconstruction stops the loss at the "
+                                 "collapsed posterior's floor at any LR")
+    if not (top.facts.get("probabilities_into_loss") or from_rule(top, *PROBABILITIES_INTO_LOSS)):
         return findings
     return slow_lr_explained(findings, top, "a loss fed probabilities learns slowly at any LR: its gradient is squashed")
 
@@ -1114,6 +1118,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("target", None)
             args.pop("function", None)
             args["params"] = {"script.steps": SCHEDULE_STEPS, "script.checks": ["lr_holds"]}
+        if from_rule(top, "kl_against_mean_reconstruction") and target:
+            # the bug is the reduction of the reconstruction term: the test watches the loss calls the target makes
+            args["params"] = {"recon_summed": True}
         if top.failure_mode == "nan_inf" and command and nan_step and nan_step > SCRIPT_STEPS_DEFAULT:
             # the script test must run as far as the NaN the run met, with some slack
             args["params"] = {"script.steps": min(NAN_STEPS_MAX, int(nan_step * 1.2) + 10)}
