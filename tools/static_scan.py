@@ -2937,7 +2937,8 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_evaluation_in_train_mode,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_kl_against_mean_reconstruction, rule_accumulation_step_placement, rule_distributed_data, rule_unscaled_attention,
+                  rule_kl_sign, rule_kl_against_mean_reconstruction, rule_accumulation_step_placement,
+                  rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
                   rule_rows_moved_apart_from_labels, rule_label_changing_augmentation,
                   rule_kl_weight_grows_past_its_end, rule_unbounded_decoder_variance]
