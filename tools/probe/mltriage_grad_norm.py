@@ -4,8 +4,6 @@ Fused: every norm is computed with torch._foreach_norm and the whole snapshot (p
 update norms, loss and grad-norm history, activation statistics) reaches the host in ONE .tolist().
 """
 
-import inspect
-import os
 import re
 
 import torch
@@ -120,15 +118,10 @@ def assignment_line(cls, attr: str) -> str | None:
     for klass in cls.__mro__:
         if klass.__module__.startswith("torch."):
             break
-        try:
-            src, start = inspect.getsourcelines(klass)
-            fn = inspect.getsourcefile(klass) or ""
-        except (OSError, TypeError):
-            continue
-        for i, text in enumerate(src):
-            if pat.search(text):
-                cwd = os.getcwd() + os.sep
-                return f"{fn[len(cwd):] if fn.startswith(cwd) else fn}:{start + i}"
+        path, start, src = T.source_of(klass)
+        hit = next((i for i, text in enumerate(src or []) if pat.search(text)), None)
+        if hit is not None:
+            return f"{path}:{start + hit}"
     return None
 
 

@@ -13,8 +13,6 @@ batch looks like ((x, y), dicts, one (B, T+1) tensor sliced in the loss) and wha
 """
 
 import ast
-import inspect
-import os
 import textwrap
 
 import torch
@@ -192,25 +190,13 @@ def _changed(xs, ys, rel) -> bool:
                for a, b in zip(xs, ys))
 
 
-def _where(fn) -> tuple:
-    """(file relative to the cwd, first line, source lines) of a function, or (None, None, None)."""
-    try:
-        fn = inspect.unwrap(fn)
-        lines, first = inspect.getsourcelines(fn)
-        path = inspect.getsourcefile(fn) or ""
-    except (OSError, TypeError):
-        return None, None, None
-    cwd = os.getcwd() + os.sep
-    return (path[len(cwd):] if path.startswith(cwd) else path), first, lines
-
-
 def _is_torch(cls) -> bool:
     return (getattr(cls, "__module__", "") or "").startswith("torch.")
 
 
 def _hints(fn) -> list:
     """Lines of a forward that throw a computed mask away or call attention without a causal mask."""
-    path, first, lines = _where(fn)
+    path, first, lines = T.source_of(fn)
     if lines is None:
         return []
     try:
@@ -253,9 +239,8 @@ def _future_open(mask, api):
 
 def _caller() -> str:
     import sys
-    f, cwd = sys._getframe(2), os.getcwd() + os.sep
-    path = f.f_code.co_filename
-    return f"{path[len(cwd):] if path.startswith(cwd) else path}:{f.f_lineno}"
+    f = sys._getframe(2)
+    return f"{T.relative(f.f_code.co_filename)}:{f.f_lineno}"
 
 
 def mask_hints(cap, model) -> list:
@@ -359,7 +344,7 @@ def localise(cap, model, B, T_, cut, perturb, rel):
         # a torch attention layer sees the future unless the user's code passes a mask: point at that code
         owner_name = owner_name.rsplit(".", 1)[0] if "." in owner_name else ""
         owner = mods.get(owner_name, model)
-    path, first, _ = _where(type(owner).forward)
+    path, first, _ = T.source_of(type(owner).forward)
     hints = mask_hints(cap, model) + _hints(type(owner).forward)
     if _is_torch(type(m)) and not hints:
         hints.insert(0, f"{type(m).__name__} attends to every position unless given a causal mask "
@@ -672,7 +657,7 @@ def run(job):
 
 def _loss_location(target, model):
     fn = target.loss_fn if target.loss_fn is not None else type(model).forward
-    path, first, _ = _where(fn)
+    path, first, _ = T.source_of(fn)
     return f"{path}:{first} ({getattr(fn, '__qualname__', '?')})" if path else None
 
 

@@ -5,6 +5,7 @@ device-side and synchronises the host at most once; the expensive, precise passe
 every gradient hooked) run only after a cheap check has tripped.
 """
 
+import inspect
 import os
 import time
 import sys
@@ -163,14 +164,30 @@ def all_finite(obj) -> bool:
     return bool(torch.stack([torch.isfinite(t.detach()).all() for t in ts]).all())
 
 
+def relative(path: str) -> str:
+    """A path as the agent names it: relative to the workspace the probe runs in, when it lies inside it."""
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path
+
+
+def source_of(obj) -> tuple:
+    """(file relative to the cwd, first line, source lines) of a function or class, or (None, None, None)."""
+    try:
+        obj = inspect.unwrap(obj)
+        lines, first = inspect.getsourcelines(obj)
+        path = inspect.getsourcefile(obj) or ""
+    except (OSError, TypeError):
+        return None, None, None
+    return relative(path), first, lines
+
+
 def user_frame(skip_dirs=(_TORCH_DIR, _PROBE_DIR)) -> str | None:
     """file:line (function) of the innermost frame that belongs to the user's code."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
         if not fn.startswith(skip_dirs) and not fn.startswith("<"):
-            cwd = os.getcwd() + os.sep
-            return f"{fn[len(cwd):] if fn.startswith(cwd) else fn}:{f.f_lineno} ({f.f_code.co_name})"
+            return f"{relative(fn)}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back
     return None
 
