@@ -993,6 +993,8 @@ def test_a_validation_that_never_learnt_under_a_schedule_stepped_per_batch_is_th
     top, second = sorted(weigh_by_schedule([sched, never]), key=lambda f: -f.confidence)
     assert top is sched and second.failure_mode == "data_pipeline" and second.confidence < 0.5
     assert "drove the LR to ~0" in second.summary and second.facts["explained_by"] == "lr_too_low"
+    # the why before the symptom's claim: an agent reading one clause must not go after the labels
+    assert second.summary.startswith("Likely a symptom of lr_too_low (a schedule that drove")
     assert weigh_by_schedule([never])[0].confidence >= 0.7
     # a training loss that fell (labels memorised) while validation never beat the prior is not the schedule's
     fit = Finding(failure_mode="overfitting", confidence=0.7, summary="loss keeps falling while val_loss turned up")

@@ -659,9 +659,11 @@ def slow_lr_explained(findings: list[Finding], cause: Finding, why: str) -> list
 
 def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
     """A finding the cause's bug shows too: a hypothesis below VERDICT that says why, with no next step of its own
-    (suggest_next skips what the top finding explains)."""
+    (suggest_next skips what the top finding explains). The why comes first: an agent that stops reading after the
+    first clause must not act on the symptom's claim."""
     return symptom.model_copy(update={"confidence": min(symptom.confidence, VERDICT - 0.05),
-                                      "summary": f"{symptom.summary} (but {why})",
+                                      "summary": f"Likely a symptom of {cause.failure_mode} ({why}): "
+                                                 f"{symptom.summary}",
                                       "facts": {**symptom.facts, "explained_by": cause.failure_mode}})
 
 
