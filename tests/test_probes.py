@@ -1139,3 +1139,19 @@ def test_recording_the_tables_leaves_what_the_users_code_reads_unchanged(tmp_pat
         recorded = read()
     assert recorded == plain and len(tables) == 2 and csv.reader is not None
     assert {tuple(t["columns"]) for t in tables} == {("id", "a", "b", "label")}
+
+
+def test_weights_that_round_away_under_a_tiny_lr_are_not_called_frozen():
+    """Blind dev pantry_notes_char_gpt (effective LR ~1e-6): the LayerNorm weights (all 1.0) did not move by one
+    float32 ulp and read as frozen_params 0.9, above the LR. Every other weight moving by < 1e-5 of itself says the
+    LR, not a parameter the optimizer skips; at a healthy LR the same no_update stays a 0.9 finding."""
+    def snapshot(ratio):
+        moving = [P.ParamGrad(name=f"h.{i}.weight", module=f"h.{i}", shape=[64, 64], grad_norm=0.1, weight_norm=8.0,
+                              update_norm=8.0 * ratio, update_ratio=ratio, lr=1e-6) for i in range(6)]
+        stuck = [P.ParamGrad(name=f"h.{i}.ln.weight", module=f"h.{i}.ln", shape=[64], grad_norm=0.01, weight_norm=8.0,
+                             update_norm=0.0, update_ratio=0.0, lr=1e-6, flags=["no_update"]) for i in range(2)]
+        return P.GradNormReport(step=12, params=moving + stuck, optimizer="AdamW")
+    (tiny,) = [f for f in P.grad_findings(snapshot(7e-7)) if f.failure_mode == "frozen_params"]
+    assert tiny.confidence < 0.5 and "round away under a tiny LR" in tiny.summary
+    (real,) = [f for f in P.grad_findings(snapshot(1e-3)) if f.failure_mode == "frozen_params"]
+    assert real.confidence >= 0.9 and "round away" not in real.summary

@@ -1736,3 +1736,36 @@ def test_a_decoder_log_variance_straight_from_a_layer_is_flagged_in_a_gaussian_l
         [line_of(code, "logvar = " + head.split("(")[0][:12])] if fires else [])
     # no Gaussian likelihood scaled by exp(-logvar): a log-variance head alone is no finding
     assert hits_of(code.replace("torch.exp(-x_logvar)", "1.0"), "unbounded_decoder_variance") == []
+
+
+NANOGPT_LAMBDA = """
+import math, torch
+learning_rate, min_lr, warmup_iters, lr_decay_iters = 1e-3, 1e-4, 60, 800
+
+def get_lr(it):
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * min(1.0, (it - warmup_iters) / (lr_decay_iters - warmup_iters))))
+    return min_lr + coeff * (learning_rate - min_lr)
+
+def make_scheduler(optimizer):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda=get_lr)
+
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+scheduler = make_scheduler(optimizer)
+"""
+
+
+def test_a_learning_rate_handed_to_lambda_lr_as_its_factor_squares_the_lr():
+    """Blind dev pantry_notes_char_gpt: nanoGPT's get_lr (absolute LRs) given to LambdaLR, which multiplies the
+    optimizer's LR by it: peak 1e-3 became 1e-6 and the loss went 3.64 -> 3.54. The fix divides by the base LR."""
+    (hit,) = [i for i in scan_source(NANOGPT_LAMBDA, "train.py") if i.rule == "learning_rate_as_lambda_factor"]
+    assert hit.failure_mode == "lr_too_low" and hit.line == line_of(NANOGPT_LAMBDA, "LambdaLR(optimizer")
+    assert "squared" in hit.why and "factor" in hit.fix
+    assert scan(NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: get_lr(it) / learning_rate")) == []
+    assert scan(NANOGPT_LAMBDA.replace("lr=learning_rate)", "lr=1.0)")) == []  # then absolute LRs are right
+    # a factor-valued lambda (the usual warmup) is fine; one built from the LR is the same bug
+    assert scan(NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: min(1.0, (it + 1) / warmup_iters)")) == []
+    assert "learning_rate_as_lambda_factor" in scan(
+        NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: learning_rate * min(1.0, it / warmup_iters)"))

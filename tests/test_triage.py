@@ -1024,3 +1024,34 @@ def test_a_slow_batch_under_a_kl_weighed_by_the_input_size_is_its_symptom(tmp_pa
     tools = [s.tool for s in suggest_next(weighed, "train.py:make_target", None, frozenset({"overfit_test"}),
                                           command=["python", "train.py"])]
     assert tools[0] == "write_regression_test" and "lr_range_test" not in tools
+
+
+def test_under_a_learning_rate_squared_by_lambda_lr_frozen_weights_and_unlearnt_labels_are_symptoms(tmp_path):
+    """Blind dev pantry_notes_char_gpt: with the LR squared to ~1e-6 by LambdaLR, the overfit test saw LayerNorm
+    weights never change (frozen_params 0.72) and data_check saw real labels do no better than permuted ones
+    (data_pipeline 0.76): both what an LR near 0 does. Parameters left out of the optimizer stay a cause."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch
+        learning_rate = 1e-3
+        def get_lr(it):
+            return learning_rate * min(1.0, (it + 1) / 60)
+        model = torch.nn.Linear(4, 3)
+        opt = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda=get_lr)
+    """))
+    from tools.static_scan import static_scan
+    from tools.triage import weigh_by_schedule
+    (cause,) = [f for f in static_scan([tmp_path / "train.py"]).findings if f.failure_mode == "lr_too_low"]
+    cause = cause.model_copy(update={"confidence": 0.85})
+    unchanged = Finding(failure_mode="frozen_params", confidence=0.72,
+                        summary="7 of 22 trainable parameters never changed (left out of the optimizer, lr 0, or "
+                                "gradients too small to move them)")
+    labels = Finding(failure_mode="data_pipeline", confidence=0.76,
+                     summary="training on the real labels generalises no better than training on permuted labels: "
+                             "the labels do not match the inputs")
+    skipped = Finding(failure_mode="frozen_params", confidence=0.9,
+                      summary="2 parameters have gradients but the optimizer step does not move them (not_in_optimizer)")
+    weighed = weigh_by_schedule([cause, unchanged, labels, skipped])
+    assert weighed[0] is cause and weighed[3] is skipped
+    assert all(f.confidence < 0.5 and f.facts["explained_by"] == "lr_too_low" for f in weighed[1:3])
+    assert weighed[1].summary.startswith("Likely a symptom of lr_too_low (under an LR near 0")

@@ -260,9 +260,17 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                    or ("no_update" in p.flags and is_finite(p.grad_norm) and p.grad_norm >= 1e-6 * max_g))]
     if frozen:
         why = {f for p in frozen for f in p.flags if f in ("not_in_optimizer", "lr_zero", "no_update")}
+        # when every weight that does move moves by < 1e-5 of itself, a few that do not move at all are the same
+        # tiny LR rounding away in float32 (weights near 1, as LayerNorm's), not parameters the optimizer skips
+        # (blind dev pantry_notes_char_gpt: LR 1e-6, its LayerNorm weights read as frozen at 0.9)
+        moving = sorted(p.update_ratio for p in trainable if len(p.shape) >= 2 and is_finite(p.update_ratio)
+                        and p.update_ratio > 0 and p not in frozen)
+        rounding = why == {"no_update"} and bool(moving) and moving[len(moving) // 2] < 1e-5
         out.append(Finding(
-            failure_mode="frozen_params", confidence=0.9,
-            summary=f"{len(frozen)} parameters have gradients but the optimizer step does not move them ({', '.join(sorted(why))})",
+            failure_mode="frozen_params", confidence=0.3 if rounding else 0.9,
+            summary=(f"{len(frozen)} parameters have gradients but the optimizer step does not move them ({', '.join(sorted(why))})"
+                     + (f"; every other weight moves by only {moving[len(moving) // 2]:.2g} of itself per step, so "
+                        "these likely round away under a tiny LR (see lr_too_low)" if rounding else "")),
             evidence=[Evidence(what=f"{p.name}: grad norm / update", value=f"{_fmt(p.grad_norm)} / {_fmt(p.update_norm)}"
                                + (f" (lr {p.lr})" if p.lr is not None else " (not in any param group)"), source=src)
                       for p in frozen[:6]],

@@ -644,12 +644,18 @@ def weigh_by_schedule(findings: list[Finding]) -> list[Finding]:
     and data_check to agree; the run's half is the schedule's symptom, so what is left is one short probe: a
     hypothesis below the schedule, not a level second cause (blind dev lstm_slot_tagger_steplr: 72% vs 70%)."""
     sched = next((f for f in findings if f.failure_mode == "lr_too_low" and f.confidence >= VERDICT
-                  and from_rule(f, "epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch")), None)
+                  and from_rule(f, "epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch",
+                                "learning_rate_as_lambda_factor")), None)
     if sched is None:
         return findings
     why = "a schedule that drove the LR to ~0 stops validation learning whatever the labels"
-    return [explained(f, sched, why) if f.failure_mode == "data_pipeline" and f.facts.get("val_flat") else f
-            for f in findings]
+    # weights that never moved under that LR rounded away in float32; left out of the optimizer is another bug
+    still = "never changed (left out of the optimizer, lr 0, or gradients too small"
+    return [explained(f, sched, why) if f.failure_mode == "data_pipeline" and (
+                f.facts.get("val_flat") or "generalises no better than training on permuted" in f.summary)
+            else explained(f, sched, "under an LR near 0 a float32 weight does not move")
+            if f.failure_mode == "frozen_params" and (still in f.summary or "round away under a tiny LR" in f.summary)
+            else f for f in findings]
 
 
 def slow_lr_explained(findings: list[Finding], cause: Finding, why: str) -> list[Finding]:
