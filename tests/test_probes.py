@@ -1155,3 +1155,47 @@ def test_weights_that_round_away_under_a_tiny_lr_are_not_called_frozen():
     assert tiny.confidence < 0.5 and "round away under a tiny LR" in tiny.summary
     (real,) = [f for f in P.grad_findings(snapshot(1e-3)) if f.failure_mode == "frozen_params"]
     assert real.confidence >= 0.9 and "round away" not in real.summary
+
+
+def test_two_zero_initialised_scales_in_a_row_are_a_fixed_point_named_as_bad_init(workspace):
+    """Blind dev tile_pattern_resnet_sgd: "zero-init the residual branches" set bn1 AND bn2 of every block to 0.
+    bn1's zero output gives bn2 nothing to scale and bn2's zero scale passes bn1 no gradient: both stay 0 forever
+    and the branches never train (triage read healthy). Zeroing only the last scale (Goyal et al. 2017) is fine."""
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Block(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+                self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+            def forward(self, x):
+                return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.blocks, self.fc = nn.Conv2d(1, 8, 3, padding=1), nn.Sequential(Block(8), Block(8)), nn.Linear(8, 3)
+                for b in self.blocks:
+                    for bn in ZEROED:
+                        nn.init.zeros_(bn.weight)
+
+            def forward(self, x):
+                return self.fc(self.blocks(F.relu(self.stem(x))).mean((2, 3)))
+
+        def make_target():
+            torch.manual_seed(0)
+            x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 3, (16,))
+            return {"model": Net(), "data": [(x, y)], "num_classes": 3,
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}
+    """
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body.replace("ZEROED", "(b.bn1, b.bn2)"),
+                                                                     "both.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "bad_init"]
+    assert f.confidence >= 0.7 and "blocks.0.bn1" in f.location and "blocks.0.bn2" in f.location, rep.text()
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body.replace("ZEROED", "(b.bn2,)"),
+                                                                     "last.py")))
+    assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()

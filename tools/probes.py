@@ -228,6 +228,20 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
     src = "grad_norm_snapshot"
     trainable = [p for p in rep.params if "requires_grad_false" not in p.flags]
     dead_any = any(a.kind == "relu" and is_finite(a.dead_unit_frac) and a.dead_unit_frac >= 0.7 for a in rep.activations)
+    # a scale that is exactly 0 and gets exactly 0 gradient from the first step is a fixed point gradient descent
+    # never leaves (weight decay keeps it at 0 too): an init, not a cut graph. A lone zero-init gamma (Goyal et al.
+    # 2017) gets a gradient; two in a row zero each other's (blind dev tile_pattern_resnet_sgd: bn1 and bn2 of every
+    # residual block, whose branches then never trained)
+    stuck = [p for p in trainable if "grad_zero" in p.flags and p.weight_norm == 0.0]
+    if any(p.name.endswith("weight") for p in stuck):  # zero biases alone (before a BatchNorm) are not a scale
+        out.append(Finding(
+            failure_mode="bad_init", confidence=0.75,
+            summary=f"{len(stuck)} parameters start at exactly 0 and get exactly 0 gradient: gradient descent never "
+                    "moves them, and the layers behind them get no gradient either",
+            evidence=[Evidence(what=f"{p.name}: weight norm / grad norm", value="0 / 0", source=src) for p in stuck[:6]],
+            fix="Initialise at most one of the scales on a path to zero (e.g. only the last BatchNorm of a residual "
+                "branch); the others to 1",
+            location=", ".join(sorted({p.module or p.name for p in stuck}))[:300]))
     # exactly-zero gradients behind dead ReLUs are the dead units' doing, not a cut graph
     no_grad = [p for p in trainable if "grad_none" in p.flags or ("grad_zero" in p.flags and not dead_any)]
     if trainable and no_grad:
@@ -399,8 +413,11 @@ def _update_ratio_finding(rep: GradNormReport, src: str) -> Finding | None:
     if rep.optimizer:
         ev.append(Evidence(what="optimizer", value=rep.optimizer, source=src))
     if med < 1e-5:
+        # symptom_only: tiny updates say the LR is too low, not why; a static rule naming the line (an LR squared by
+        # LambdaLR, a per-epoch schedule stepped per batch) leads the merged finding, with its own fix
         return Finding(failure_mode="lr_too_low", confidence=0.45 if med < 1e-6 else 0.35,
                        summary=f"updates are tiny: median update/weight ratio {med:.2g} (healthy ~1e-3)", evidence=ev,
+                       facts={"symptom_only": True},
                        fix=f"Confirm with lr_range_test before changing anything; if it agrees, raise the LR "
                            f"~{min(1000, 1e-3 / med):.0f}x")
     if med > 1e-1:
