@@ -937,3 +937,45 @@ def test_a_vae_reconstruction_averaged_over_elements_beside_a_summed_kl_fails_it
         "F.binary_cross_entropy_with_logits(logits, x, reduction='none').sum(1).mean()"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+FUNCTIONAL_DROPOUT_NET = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    class Forecaster(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp, self.head = nn.Linear(6, 32), nn.Linear(32, 1)
+
+        def forward(self, x):
+            h = F.dropout(torch.relu(self.inp(x)), p=0.3)
+            return self.head(h).squeeze(-1)
+
+    def make_target():
+        torch.manual_seed(0)
+        x = torch.randn(64, 6)
+        y = x.sum(1)
+        return {"model": Forecaster(), "data": [(x, y)], "task": "regression",
+                "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[1])}
+"""
+
+
+def test_functional_dropout_left_on_in_eval_fails_its_test(workspace):
+    """Blind dev sensor_forecast_gru_packed: F.dropout without training=self.training stays on after model.eval().
+    The train_eval_mode test checks the modes modules see, and this net has no dropout module: it passed on the
+    bug. With eval_deterministic (suggested for functional_dropout_always_on) the loss in eval mode must not change
+    between two calls: it fails on the bug and passes on the fix."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(FUNCTIONAL_DROPOUT_NET))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "train_eval_mode"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"eval_deterministic": True}
+    report = _write(workspace, failure_mode="train_eval_mode", target="train.py:make_target", params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_model_in_eval_mode_gives_one_answer"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(FUNCTIONAL_DROPOUT_NET).replace(
+        "p=0.3)", "p=0.3, training=self.training)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

@@ -1769,3 +1769,31 @@ def test_a_learning_rate_handed_to_lambda_lr_as_its_factor_squares_the_lr():
     assert scan(NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: min(1.0, (it + 1) / warmup_iters)")) == []
     assert "learning_rate_as_lambda_factor" in scan(
         NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: learning_rate * min(1.0, it / warmup_iters)"))
+
+
+GRU_FORECASTER = """
+import torch, torch.nn as nn, torch.nn.functional as F
+
+class Forecaster(nn.Module):
+    def __init__(self, hidden=32, dropout=0.3):
+        super().__init__()
+        self.gru, self.head, self.dropout = nn.GRU(4, hidden, batch_first=True), nn.Linear(hidden, 1), dropout
+
+    def forward(self, x):
+        _, h = self.gru(x)
+        h = F.dropout(h[-1], p=self.dropout)
+        return self.head(h)
+"""
+
+
+def test_functional_dropout_without_the_modules_mode_stays_on_at_eval():
+    """Blind dev sensor_forecast_gru_packed: F.dropout(h, p=self.dropout) in forward; training defaults to True, so
+    model.eval() leaves it on and validation is noisy (val_mse 0.141 against 0.121 fixed)."""
+    (hit,) = [i for i in scan_source(GRU_FORECASTER, "train.py") if i.rule == "functional_dropout_always_on"]
+    assert hit.failure_mode == "train_eval_mode" and hit.line == line_of(GRU_FORECASTER, "F.dropout(")
+    assert "training=self.training" in hit.fix
+    assert scan(GRU_FORECASTER.replace("p=self.dropout)", "p=self.dropout, training=self.training)")) == []
+    assert scan(GRU_FORECASTER.replace("p=self.dropout)", "self.dropout, self.training)")) == []
+    assert scan(GRU_FORECASTER.replace("p=self.dropout)", "p=self.dropout, training=True)")) == []  # MC dropout
+    # a bare augmentation function (called from the training loop only) is not a module's forward
+    assert scan("import torch.nn.functional as F\ndef augment(x):\n    return F.dropout(x, 0.1)\n") == []

@@ -1055,3 +1055,9 @@ def test_under_a_learning_rate_squared_by_lambda_lr_frozen_weights_and_unlearnt_
     assert weighed[0] is cause and weighed[3] is skipped
     assert all(f.confidence < 0.5 and f.facts["explained_by"] == "lr_too_low" for f in weighed[1:3])
     assert weighed[1].summary.startswith("Likely a symptom of lr_too_low (under an LR near 0")
+    # its regression test: the fix wraps get_lr and leaves it as it was, so a test of get_lr alone would still fail
+    # after the fix (the stdio drive did); the script's run and the update ratio see the LR really used
+    from tools.triage import suggest_next
+    args = next(s.args for s in suggest_next([cause], "train.py:make_target", None, command=["python", "train.py"],
+                                             schedule_fns=["train.py:get_lr"]) if s.tool == "write_regression_test")
+    assert "function" not in args and args["command"] == ["python", "train.py"]

@@ -87,8 +87,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        ("_target", "_sequence")),
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
-       "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation.",
-       {"phase": "train"}),
+       "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation; with "
+       "eval_deterministic, the model in eval mode gives the same loss twice on one batch (no functional dropout "
+       "left on).",
+       {"phase": "train", "eval_deterministic": False}),
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "

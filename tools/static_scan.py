@@ -148,6 +148,14 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "the training loop puts the model in eval() mode and nothing switches it back with train(), so dropout/batch-norm train in the wrong mode",
          "call model.train() after evaluation (or at the top of every training step)"),
     # torch.nn.Module.eval docs: dropout and batch norm behave differently in evaluation; no_grad does not switch them
+    # torch.nn.functional.dropout(input, p=0.5, training=True, inplace=False): the functional form does not see
+    # the module's mode; nn.Dropout does
+    Rule("functional_dropout_always_on", "train_eval_mode", 0.6,
+         "F.dropout is called inside a module without training=self.training; its training argument defaults to "
+         "True, so model.eval() does not switch it off and every evaluation (and prediction) runs with dropout on: "
+         "validation is noisy and pessimistic",
+         "pass training=self.training (or use an nn.Dropout module, which follows model.train()/eval())",
+         "Do not lower the dropout rate or tune to the noisy validation curve; make evaluation deterministic first."),
     Rule("evaluation_in_train_mode", "train_eval_mode", 0.6,
          "evaluation runs under no_grad, but nothing in this file calls model.eval(): dropout stays on and BatchNorm "
          "normalises with each validation batch's own statistics (and updates its running ones with them), so the "
@@ -1123,6 +1131,29 @@ def _max_subtracted(f: ParsedFile, expr: ast.AST) -> bool:
     if shifted(expr):
         return True
     return any(shifted(v) for v in f.values_of(expr))  # flow-insensitive: any shifted assignment counts
+
+
+FUNCTIONAL_DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+def rule_functional_dropout_always_on(f: ParsedFile) -> list[Hit]:
+    """F.dropout(h, p=self.dropout) in a module's method: on at eval too (blind dev sensor_forecast_gru_packed:
+    val_mse 0.141 against 0.121 fixed). training= given in any form, or the third positional, is the author's
+    choice (MC dropout passes training=True on purpose)."""
+    fnl = _functional_aliases(f) | {"F"}
+    hits = []
+    for n in f.nodes:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in FUNCTIONAL_DROPOUTS
+                and _src(n.func.value) in fnl):
+            continue
+        if any(kw.arg == "training" for kw in n.keywords) or len(n.args) >= 3:
+            continue
+        up = f.parent.get(n)
+        while up is not None and not isinstance(up, ast.ClassDef):
+            up = f.parent.get(up)
+        if up is not None:  # in a class (a module's forward): a bare function may be called in training only
+            hits.append((n, "functional_dropout_always_on"))
+    return hits
 
 
 def rule_eval_without_train(f: ParsedFile) -> list[Hit]:
@@ -2985,7 +3016,7 @@ def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
 
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
-                  rule_evaluation_in_train_mode,
+                  rule_evaluation_in_train_mode, rule_functional_dropout_always_on,
                   rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_kl_against_mean_reconstruction, rule_accumulation_step_placement,

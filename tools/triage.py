@@ -1126,6 +1126,13 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("target", None)
             args.pop("function", None)
             args["params"] = {"script.steps": SCHEDULE_STEPS, "script.checks": ["lr_holds"]}
+        if from_rule(top, "learning_rate_as_lambda_factor"):
+            # the fix wraps get_lr (get_lr(it) / learning_rate), which stays as it was: a test of get_lr alone
+            # would fail after the fix too; the script and the update ratio see the LR the optimizer really uses
+            args.pop("function", None)
+        if from_rule(top, "functional_dropout_always_on") and target:
+            # a module-mode check passes on this bug (no dropout module exists); the loss in eval mode does not
+            args["params"] = {"eval_deterministic": True}
         if from_rule(top, "kl_against_mean_reconstruction") and target:
             # the bug is the reduction of the reconstruction term: the test watches the loss calls the target makes
             args["params"] = {"recon_summed": True}
