@@ -1061,3 +1061,5 @@ def test_under_a_learning_rate_squared_by_lambda_lr_frozen_weights_and_unlearnt_
     args = next(s.args for s in suggest_next([cause], "train.py:make_target", None, command=["python", "train.py"],
                                              schedule_fns=["train.py:get_lr"]) if s.tool == "write_regression_test")
     assert "function" not in args and args["command"] == ["python", "train.py"]
+    # lr_range_test sweeps the factory's base LR (no scheduler): it would call 1e-3 fine; the stdio drive proposed it
+    assert "lr_range_test" not in [s.tool for s in suggest_next([cause], "train.py:make_target", None)]

@@ -37,8 +37,10 @@ DIVERGENCE_CAUSES = ("missing_zero_grad", "lr_too_high", "loss_function", "train
 NAN_STEPS_MAX = 2000
 SCRIPT_STEPS_DEFAULT = 50
 SCHEDULE_STEPS = 200  # the script test's length for a per-epoch schedule stepped per batch
+# static rules about the scheduler (where scheduler.step() runs, what its lr_lambda returns): lr_range_test sweeps
+# the base LR of a factory that steps no scheduler, so it would call such an LR fine
 SCHEDULER_RULES = {"epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch",
-                   "scheduler_step_before_optimizer_step"}  # static rules about where scheduler.step() runs
+                   "scheduler_step_before_optimizer_step", "learning_rate_as_lambda_factor"}
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
