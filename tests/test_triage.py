@@ -1045,10 +1045,10 @@ def test_under_a_learning_rate_squared_by_lambda_lr_frozen_weights_and_unlearnt_
     cause = cause.model_copy(update={"confidence": 0.85})
     unchanged = Finding(failure_mode="frozen_params", confidence=0.72,
                         summary="7 of 22 trainable parameters never changed (left out of the optimizer, lr 0, or "
-                                "gradients too small to move them)")
+                                "gradients too small to move them)", facts={"may_round_away": True})
     labels = Finding(failure_mode="data_pipeline", confidence=0.76,
                      summary="training on the real labels generalises no better than training on permuted labels: "
-                             "the labels do not match the inputs")
+                             "the labels do not match the inputs", facts={"symptom_only": True, "labels_no_signal": True})
     skipped = Finding(failure_mode="frozen_params", confidence=0.9,
                       summary="2 parameters have gradients but the optimizer step does not move them (not_in_optimizer)")
     weighed = weigh_by_schedule([cause, unchanged, labels, skipped])

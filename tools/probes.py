@@ -289,7 +289,8 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                                + (f" (lr {p.lr})" if p.lr is not None else " (not in any param group)"), source=src)
                       for p in frozen[:6]],
             fix="Build the optimizer from model.parameters() (or include these in a param group) with a non-zero lr",
-            location=", ".join(sorted({p.module or p.name for p in frozen}))[:300]))
+            location=", ".join(sorted({p.module or p.name for p in frozen}))[:300],
+            facts={"may_round_away": True} if rounding else {}))
     off = [p for p in rep.params if "requires_grad_false" in p.flags]
     if off and len(off) < len(rep.params):
         out.append(Finding(
@@ -835,7 +836,8 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                            summary=f"{rep.params_unchanged} of {rep.trainable_params} trainable parameters never changed "
                                    "(left out of the optimizer, lr 0, or gradients too small to move them)",
                            evidence=ev + [Evidence(what="params unchanged", value=rep.params_unchanged, source=src)],
-                           fix="Run grad_norm_snapshot: these are left out of the optimizer or have lr 0"))
+                           fix="Run grad_norm_snapshot: these are left out of the optimizer or have lr 0",
+                           facts={"may_round_away": True}))
     floor = None
     if rep.loss_kind == "cross_entropy" and raw.get("ce_classes"):
         c = raw["ce_classes"]

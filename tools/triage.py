@@ -652,11 +652,10 @@ def weigh_by_schedule(findings: list[Finding]) -> list[Finding]:
         return findings
     why = "a schedule that drove the LR to ~0 stops validation learning whatever the labels"
     # weights that never moved under that LR rounded away in float32; left out of the optimizer is another bug
-    still = "never changed (left out of the optimizer, lr 0, or gradients too small"
     return [explained(f, sched, why) if f.failure_mode == "data_pipeline" and (
-                f.facts.get("val_flat") or "generalises no better than training on permuted" in f.summary)
+                f.facts.get("val_flat") or f.facts.get("labels_no_signal"))
             else explained(f, sched, "under an LR near 0 a float32 weight does not move")
-            if f.failure_mode == "frozen_params" and (still in f.summary or "round away under a tiny LR" in f.summary)
+            if f.failure_mode == "frozen_params" and f.facts.get("may_round_away")
             else f for f in findings]
 
 
