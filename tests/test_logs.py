@@ -1178,3 +1178,33 @@ def test_fastai_table_with_space_separated_cells_is_read_by_its_header(tmp_path)
     words = tmp_path / "words.log"  # a line of words is no header: the numbers after it stay what they were
     words.write_text("Training started now\n" + "".join(f"step {i}: loss {1.0 / (i + 1):.3f}\n" for i in range(10)))
     assert log_metrics(words).loss_series == "loss"
+
+
+def hf_schedule_log(tmp_path: Path, name: str, warmup_steps: int, horizon_steps: int, last: int = 174,
+                    finished: bool = True) -> Path:
+    """An HF Trainer-shaped log of 174 optimizer steps over 2 epochs, with a linear warmup + cosine schedule
+    sized for `horizon_steps` (steps per epoch 87; dict lines carry the epoch, not the step)."""
+    lines = ["***** Running training *****\n", "  Num examples = 5624\n", "  Num epochs = 2\n",
+             "  Gradient accumulation steps = 8\n", "  Total optimization steps = 174\n"]
+    for s in range(10, last + 1, 10):
+        w = s / warmup_steps if s < warmup_steps else \
+            0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1, (s - warmup_steps) / (horizon_steps - warmup_steps))))
+        lines.append(str({"loss": round(3.5 - 2.9 * s / 174, 4), "learning_rate": float(f"{3e-3 * w:.4e}"),
+                          "epoch": round(s / 87, 2)}) + "\n")
+    if finished:
+        lines.append(str({"train_runtime": 30.2, "train_steps_per_second": 5.76, "epoch": 2.0}) + "\n")
+    return write(tmp_path / name, "".join(lines))
+
+
+def test_a_warmup_that_takes_most_of_a_finished_run_is_a_schedule_sized_in_the_wrong_unit(tmp_path):
+    """Blind dev charlm_accum8_cosine_warmup: the schedule was sized in micro-batches (1404) and stepped per optimizer
+    step (174), so its 10% warmup took 80% of the run and the decay never came; read healthy before. The same
+    schedule sized right, and a run stopped inside that warmup (no closing train_runtime line), say nothing."""
+    r = log_metrics(hf_schedule_log(tmp_path, "bug.log", 140, 1404))
+    (f,) = [f for f in lr_findings(r) if f.confidence >= 0.5]
+    assert f.failure_mode == "lr_too_low" and "80% of the run" in f.summary and "epoch 1.61 of 2" in f.summary, r.text()
+    assert "accum" in f.fix and "raise the base LR" in f.avoid
+    assert [f for f in lr_findings(log_metrics(hf_schedule_log(tmp_path, "fixed.log", 17, 174)))
+            if f.confidence >= 0.5] == []
+    cut = log_metrics(hf_schedule_log(tmp_path, "cut.log", 140, 1404, last=80, finished=False))
+    assert all(f.confidence < 0.5 for f in lr_findings(cut)), cut.text()

@@ -1199,3 +1199,85 @@ def test_two_zero_initialised_scales_in_a_row_are_a_fixed_point_named_as_bad_ini
     rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(workspace, body.replace("ZEROED", "(b.bn2,)"),
                                                                      "last.py")))
     assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()
+
+
+def test_a_hand_written_loss_that_broadcasts_n_by_1_against_n_is_named_with_its_line(workspace):
+    """Blind dev claim_severity_logcosh_mlp: model(x) is (B, 1), the target (B,); `pred - target` in a hand-written
+    log-cosh broadcast to (B, B) and the model learnt the batch mean (no loss function saw it, so no warning).
+    With .squeeze(-1), and for a deliberate pairwise difference of one tensor with itself, nothing is said."""
+    body = """
+        import torch
+        from torch import nn
+
+        def log_cosh(pred, target):
+            d = pred - target
+            return (d + nn.functional.softplus(-2 * d) - 0.6931).mean()
+
+        def pairwise(pred, target):
+            s = pred.squeeze(-1)
+            return torch.relu(1 - (s[:, None] - s) * torch.sign(target[:, None] - target)).mean()
+
+        def make_target():
+            torch.manual_seed(0)
+            x, y = torch.randn(32, 5), torch.randn(32)
+            return {"model": nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1)), "data": [(x, y)],
+                    "loss_fn": lambda m, b: LOSS}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("LOSS", "log_cosh(m(b[0]), b[1])"),
+                                                                 "bug.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "shape_mismatch"]
+    assert f.confidence >= 0.8 and f.location == "bug.py:6", rep.text()
+    assert "(32, 1)" in f.summary and "(32, 32)" in f.summary and "squeeze" in f.fix
+    for name, loss in (("fixed.py", "log_cosh(m(b[0]).squeeze(-1), b[1])"), ("pairs.py", "pairwise(m(b[0]), b[1])")):
+        rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("LOSS", loss), name)))
+        assert [f for f in rep.findings if f.failure_mode == "shape_mismatch"] == [], rep.text()
+
+
+def test_a_pretrained_checkpoint_that_strict_false_loads_nothing_is_bad_init(workspace):
+    """Blind dev signal_cnn_linear_probe: the checkpoint of a wrapper ('encoder.conv1.weight') loaded with
+    strict=False into the bare encoder ('conv1.weight') filled nothing, silently, and the linear probe trained on
+    random features. A partial load that leaves out only a new head is how fine-tuning loads, and stays quiet."""
+    body = """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1, self.bn1 = nn.Conv1d(1, 8, 5), nn.BatchNorm1d(8)
+                self.conv2 = nn.Conv1d(8, 8, 5)
+
+            def forward(self, x):
+                return self.conv2(torch.relu(self.bn1(self.conv1(x)))).mean(-1)
+
+        class Wrapper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder, self.classifier = Encoder(), nn.Linear(8, 10)
+
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder, self.head = Encoder(), nn.Linear(8, 3)
+
+            def forward(self, x):
+                return self.head(self.encoder(x))
+
+        def make_target():
+            torch.manual_seed(0)
+            state = Wrapper().state_dict()
+            model = Probe()
+            LOAD
+            x, y = torch.randn(16, 1, 32), torch.randint(0, 3, (16,))
+            return {"model": model, "data": [(x, y)], "num_classes": 3,
+                    "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1])}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(
+        workspace, body.replace("LOAD", "model.encoder.load_state_dict(state, strict=False)"), "bug.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "bad_init"]
+    assert f.confidence >= 0.8 and f.location == "bug.py:31", rep.text()
+    assert "filled 0 of the 8 tensors of Encoder" in f.summary and "'encoder.conv1.weight'" in f.summary, f.summary
+    # the wrapper's checkpoint into a model of the same layout, leaving out only the head: a normal partial load
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(
+        workspace, body.replace("LOAD", "model.load_state_dict(state, strict=False)"), "partial.py")))
+    assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()

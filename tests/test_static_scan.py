@@ -1797,3 +1797,81 @@ def test_functional_dropout_without_the_modules_mode_stays_on_at_eval():
     assert scan(GRU_FORECASTER.replace("p=self.dropout)", "p=self.dropout, training=True)")) == []  # MC dropout
     # a bare augmentation function (called from the training loop only) is not a module's forward
     assert scan("import torch.nn.functional as F\ndef augment(x):\n    return F.dropout(x, 0.1)\n") == []
+
+
+GRADUAL_UNFREEZE = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+
+    def set_trainable(model, prefixes, flag=True):
+        for name, p in model.named_parameters():
+            if name.startswith(prefixes):
+                p.requires_grad = flag
+
+    def make_optimizer(params):
+        trainable = [p for p in params if p.requires_grad]
+        return torch.optim.AdamW(trainable, lr=1e-3)
+
+    def finetune(model, loader):
+        for p in model.encoder.parameters():
+            p.requires_grad = False
+        optimizer = make_optimizer(model.parameters())
+        for epoch in range(6):
+            if epoch == 1:
+                set_trainable(model, ("encoder.layers.1",))
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+""")
+
+
+def test_an_optimizer_built_before_gradual_unfreezing_never_steps_the_unfrozen_layers():
+    """Blind dev token_encoder_gradual_unfreeze: the optimizer kept only the parameters trainable when it was built
+    (the head); the encoder unfrozen at epochs 1 and 2 got gradients and never moved."""
+    (hit,) = [i for i in scan_source(GRADUAL_UNFREEZE, "train.py") if i.rule == "optimizer_built_before_unfreeze"]
+    assert hit.failure_mode == "frozen_params" and hit.line == line_of(GRADUAL_UNFREEZE, "trainable = [p")
+    assert "add_param_group" in hit.fix and "line 20" in hit.why
+    rule = "optimizer_built_before_unfreeze"
+    # every parameter handed over up front; the new ones added at the unfreeze; the optimizer rebuilt there
+    assert rule not in scan(GRADUAL_UNFREEZE.replace("[p for p in params if p.requires_grad]", "list(params)"))
+    assert rule not in scan(GRADUAL_UNFREEZE.replace(
+        'set_trainable(model, ("encoder.layers.1",))',
+        'set_trainable(model, ("encoder.layers.1",)); optimizer.add_param_group({"params": model.encoder.parameters()})'))
+    assert rule not in scan(GRADUAL_UNFREEZE.replace(
+        'set_trainable(model, ("encoder.layers.1",))',
+        'set_trainable(model, ("encoder.layers.1",)); optimizer = make_optimizer(model.parameters())'))
+    # freeze the backbone, unfreeze the head, then build the optimizer: the usual correct order
+    assert rule not in scan(GRADUAL_UNFREEZE.replace('        if epoch == 1:\n            set_trainable(model, ("encoder.layers.1",))\n', "")
+                            .replace("    optimizer = make_optimizer", "    set_trainable(model, ('head',))\n    optimizer = make_optimizer"))
+    # a call that freezes more in the loop is not an unfreeze
+    assert rule not in scan(GRADUAL_UNFREEZE.replace('("encoder.layers.1",))', '("encoder.layers.1",), False)'))
+
+
+DENOISER = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+
+    def corrupt(x, std=0.3):
+        return x + std * torch.randn_like(x)
+
+    def loss_fn(model, batch):
+        (x,) = batch
+        x_noisy = corrupt(x)
+        recon = model(x_noisy)
+        return F.mse_loss(recon, x_noisy)
+""")
+
+
+def test_a_denoising_autoencoder_scored_against_its_noisy_input_learns_the_identity():
+    """Blind dev conv1d_denoising_ae_vibration: F.mse_loss(recon, x_noisy) - training loss 0.0015 while the error
+    against the clean signal settled exactly at the noise variance (read `overfitting` 0.7 before)."""
+    (hit,) = [i for i in scan_source(DENOISER, "train.py") if i.rule == "denoising_target_is_corrupted"]
+    assert hit.failure_mode == "loss_function" and hit.line == line_of(DENOISER, "F.mse_loss(")
+    assert "`x_noisy`" in hit.why and "`x`" in hit.why
+    rule = "denoising_target_is_corrupted"
+    assert rule not in scan(DENOISER.replace("F.mse_loss(recon, x_noisy)", "F.mse_loss(recon, x)"))  # the fix
+    assert rule not in scan(DENOISER.replace("x_noisy = corrupt(x)", "x_noisy = x"))  # a plain autoencoder
+    inline = DENOISER.replace("x_noisy = corrupt(x)", "x_noisy = x + 0.1 * torch.randn_like(x)")
+    assert rule in scan(inline) and rule not in scan(inline.replace("F.mse_loss(recon, x_noisy)", "F.mse_loss(recon, x)"))

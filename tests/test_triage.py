@@ -1063,3 +1063,29 @@ def test_under_a_learning_rate_squared_by_lambda_lr_frozen_weights_and_unlearnt_
     assert "function" not in args and args["command"] == ["python", "train.py"]
     # lr_range_test sweeps the factory's base LR (no scheduler): it would call 1e-3 fine; the stdio drive proposed it
     assert "lr_range_test" not in [s.tool for s in suggest_next([cause], "train.py:make_target", None)]
+
+
+def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turns_up(tmp_path):
+    """Blind dev conv1d_denoising_ae_vibration: loss(recon, x_noisy) teaches the identity; validation against the
+    clean signal rises to the noise level, which the log reads as overfitting 0.7, above the 0.65 static rule. The
+    rising validation is the bug's symptom, so the rule leads; without the rule, overfitting stays."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch
+        import torch.nn.functional as F
+        def loss_fn(model, batch):
+            (x,) = batch
+            x_noisy = x + 0.3 * torch.randn_like(x)
+            recon = model(x_noisy)
+            return F.mse_loss(recon, x_noisy)
+    """))
+    from tools.static_scan import static_scan
+    from tools.triage import weigh_by_loss_input
+    (cause,) = [f for f in static_scan([tmp_path / "train.py"]).findings if f.failure_mode == "loss_function"]
+    turned_up = Finding(failure_mode="overfitting", confidence=0.7,
+                        summary="loss keeps falling while val_mse turned up after step 128")
+    weighed = weigh_by_loss_input([cause, turned_up])
+    top = max(weighed, key=lambda f: f.confidence)
+    assert top.failure_mode == "loss_function" and top.confidence >= 0.6
+    (over,) = [f for f in weighed if f.failure_mode == "overfitting"]
+    assert over.confidence < 0.5 and over.summary.startswith("Likely a symptom of loss_function")
+    assert weigh_by_loss_input([turned_up]) == [turned_up]

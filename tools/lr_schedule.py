@@ -18,6 +18,7 @@ _WARMUP_KEYS = ("warmup_iters", "warmup_steps", "num_warmup_steps", "lr_warmup_i
 _HORIZON_KEYS = ("lr_decay_iters", "lr_decay_steps", "decay_steps", "max_iters", "train_iters", "max_steps",
                  "total_steps", "num_training_steps")
 _DECAY_KEYS = ("lr_decay_iters", "lr_decay_steps", "decay_steps", "min_lr", "lr_min", "eta_min", "final_lr")
+_EPOCH_KEYS = ("num_train_epochs", "num_epochs", "epochs", "max_epochs", "n_epochs")
 _JUMP = 10.5  # a x0.1 step decay (MultiStepLR) is 10x exactly: not a bug
 _STEP_UNITS = ("step", "global_step", "num_updates", "iteration", "iter", "it", "steps")
 
@@ -40,12 +41,14 @@ class Config:
     warmup_key: str | None = None
     horizon: float | None = None
     decays: str | None = None  # the key that says the LR should decay
+    finished: bool = False  # the log says the run ended (HF Trainer's closing train_runtime line)
+    unit: str = "step"
 
     @classmethod
     def from_log(cls, values: dict[str, str], step_key: str) -> "Config":
         """What the log's header states; step counts only when the log's steps are steps (not epochs)."""
         low = {k.lower().rsplit("/", 1)[-1]: v for k, v in values.items()}
-        c = cls()
+        c = cls(unit="epoch" if step_key.lower() == "epoch" else "step")
         c.peak, c.peak_key = _first(low, _PEAK_KEYS)
         if c.peak is not None and not 0 < c.peak < 10:
             c.peak = c.peak_key = None
@@ -55,7 +58,10 @@ class Config:
             frac, _ = _first(low, ("lr_warmup_fraction", "warmup_ratio"))
             if c.warmup is None and frac is not None and c.horizon and 0 < frac < 1:
                 c.warmup, c.warmup_key = frac * c.horizon, "warmup fraction x horizon"
+        elif step_key.lower() == "epoch":  # HF Trainer's dict lines count epochs; its header says how many
+            c.horizon, _ = _first(low, _EPOCH_KEYS)
         c.decays = next((k for k in _DECAY_KEYS if k in low and _num(low[k]) is not None), None)
+        c.finished = "train_runtime" in low
         return c
 
 
@@ -225,6 +231,29 @@ def schedule_findings(lr: Curve, loss: Curve | None, nan_step: float | None, sha
                 location=f"step {_step(start_decay)}",
                 fix="The scheduler is not stepped (scheduler.step() missing or called before the optimizer is "
                     "built) or its horizon is far longer than the run: schedule_check"))
+
+    # a warmup that takes most of a run that reached its end: the schedule was sized in another unit than its
+    # step() calls (micro-batches against optimizer steps under gradient accumulation, batches against epochs)
+    top_v = max(vals)
+    reach = next(k for k, v in enumerate(vals) if v >= 0.95 * top_v)
+    horizon = config.horizon
+    ended = horizon is not None and (steps[-1] >= 0.9 * horizon or config.finished)
+    if not out and ended and horizon > 0 and vals[0] < 0.5 * top_v and steps[reach] >= 0.5 * horizon:
+        decayed = 1 - vals[-1] / top_v
+        out.append(Finding(
+            failure_mode="lr_too_low", confidence=0.6,
+            summary=f"{lr.name} warms up for {steps[reach] / horizon:.0%} of the run: it first reaches its peak "
+                    f"{_fmt(top_v)} at {config.unit} {_step(steps[reach])} of {_step(horizon)}, and has decayed {decayed:.0%} by "
+                    f"the end: the schedule is sized for a longer run than the steps that call it",
+            evidence=[Evidence(what=f"{lr.name} at step {_step(steps[0])}", value=vals[0], source=where),
+                      Evidence(what=f"{lr.name} first at its peak", value=f"step {_step(steps[reach])}", source=where),
+                      Evidence(what="run length", value=horizon, source=header),
+                      Evidence(what=f"{lr.name} at step {_step(steps[-1])}", value=vals[-1], source=where)],
+            location=f"step {_step(steps[reach])}",
+            fix="Count the schedule's horizon in the unit scheduler.step() is called in: with gradient accumulation "
+                "num_training_steps = (len(loader) // accum_steps) * epochs, not len(loader) * epochs; with a "
+                "per-epoch step, epochs, not batches. schedule_check shows the whole horizon",
+            avoid="Do not raise the base LR: the peak is right, the warmup is too long and the decay never comes."))
 
     # rising through the whole log: a warmup in progress, or one that never ends
     in_warmup = config.warmup is not None and steps[-1] <= 1.1 * config.warmup

@@ -800,6 +800,54 @@ def loss_shape_finding(raw: dict, src: str) -> Finding | None:
     return None
 
 
+def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
+    """A load_state_dict(strict=False) in the factory that filled under half of its module's tensors: the
+    'pretrained' part trains from its random init. A new head left out of a partial load is the usual case and
+    stays quiet (most tensors load)."""
+    bad = [l for l in loads if not l.get("strict") and l.get("keys", 0) >= 2 and l["keys"] - l["missing"] < 0.5 * l["keys"]]
+    if not bad:
+        return None
+    l = bad[0]
+    where, _, fn = (l.get("where") or "").partition(" ")
+    loaded = l["keys"] - l["missing"]
+    renamed = l.get("renamed")
+    return Finding(
+        failure_mode="bad_init", confidence=0.8,
+        summary=(f"load_state_dict(strict=False){' at ' + where if where else ''} filled {loaded} of the {l['keys']} "
+                 f"tensors of {l['module']}; {l['unexpected']} checkpoint keys matched nothing"
+                 + (f" ('{renamed[0]}' is the checkpoint's name for '{renamed[1]}')" if renamed else "")
+                 + ": strict=False hid it, and the model trains from its random initialisation"),
+        evidence=[Evidence(what=f"{l['module']} tensors loaded", value=f"{loaded} of {l['keys']}", source=src),
+                  Evidence(what="missing keys (first)", value=", ".join(l.get("missing_keys") or []), source=src),
+                  Evidence(what="unexpected keys (first)", value=", ".join(l.get("unexpected_keys") or []), source=src)],
+        location=where or None,
+        fix=("Map the checkpoint's names to the model's before loading"
+             + (f" (strip the prefix: '{renamed[0]}' -> '{renamed[1]}')" if renamed else "")
+             + ", then load with strict=True, or check the missing_keys/unexpected_keys that load_state_dict returns"),
+        avoid="Do not tune the LR or the head: the features it reads are random until the weights load.")
+
+
+def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
+    """The same silent (N, 1) vs (N,) broadcast in the user's own arithmetic (a hand-written loss), which no
+    loss function sees: BroadcastWatch in the probe names the op and the line."""
+    hit = next(iter(raw.get("outer_broadcasts") or []), None)
+    if hit is None:
+        return None
+    where, _, fn = hit["where"].partition(" ")
+    a, b = hit["shapes"]
+    return Finding(
+        failure_mode="shape_mismatch", confidence=0.85,
+        summary=f"`{hit['op']}` at {where} {fn} combines a {tuple(a)} tensor with a {tuple(b)} one: they broadcast to "
+                f"{tuple(hit['result'])}, every row against every row of the batch, so a loss averaged over it trains "
+                "the model toward the batch mean and it ignores its inputs".replace("  ", " "),
+        evidence=[Evidence(what="operand shapes", value=f"{tuple(a)} and {tuple(b)}", source=src),
+                  Evidence(what="result shape", value=str(tuple(hit["result"])), source=src)],
+        location=where,
+        fix="Make the shapes equal before the arithmetic: pred.squeeze(-1) (or target.unsqueeze(-1)), and assert "
+            "pred.shape == target.shape in the loss",
+        avoid="Do not tune the LR, the loss or the model: it learns the batch mean at any setting until the shapes match.")
+
+
 def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
     src = "overfit_test"
     shape = loss_shape_finding(raw, src)
@@ -1059,9 +1107,12 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     if rep.constant_outputs:
         rep.findings.append(Finding(failure_mode="dead_units", confidence=0.7, summary="the output is constant across the batch at init",
                                     evidence=ev, fix="Check for an all-zero init, dead ReLUs or inputs that never reach the output"))
-    shape = loss_shape_finding(raw, "init_loss_check")
+    shape = loss_shape_finding(raw, "init_loss_check") or outer_broadcast_finding(raw, "init_loss_check")
     if shape:
         rep.findings.append(shape)
+    unloaded = unloaded_weights_finding(raw.get("weight_loads") or [], src)
+    if unloaded:
+        rep.findings.append(unloaded)
     fb, rr, rd = ri.get("loss_before"), rep.real_input_loss, rep.random_input_loss
     if all(is_finite(v) for v in (fb, rr, rd)) and rr < 0.9 * fb and abs(rd - rr) <= 0.05 * abs(rr) + 1e-6:
         rep.findings.append(Finding(

@@ -147,6 +147,24 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("eval_without_train", "train_eval_mode", 0.75,
          "the training loop puts the model in eval() mode and nothing switches it back with train(), so dropout/batch-norm train in the wrong mode",
          "call model.train() after evaluation (or at the top of every training step)"),
+    # torch.optim.Optimizer docs: an optimizer updates only the parameters in its param_groups; parameters
+    # unfrozen later need add_param_group (ULMFiT gradual unfreezing: Howard & Ruder 2018 unfreeze layer by layer)
+    Rule("optimizer_built_before_unfreeze", "frozen_params", 0.6,
+         "the optimizer is built from the parameters that have requires_grad=True at that moment, and the training "
+         "loop unfreezes more parameters later: they get gradients but are in no param group, so optimizer.step() "
+         "never updates them and the run stays a probe on the frozen part",
+         "pass every parameter to the optimizer up front (a frozen one has grad None and is skipped until it is "
+         "unfrozen), or call optimizer.add_param_group(...) with the newly unfrozen parameters at each unfreeze "
+         "(and rebuild the scheduler over the new groups)",
+         "Do not raise the LR or train longer: the unfrozen layers never move at any LR; check they are in the "
+         "optimizer's param_groups."),
+    # Vincent et al. 2008 (denoising autoencoders): the corrupted input goes in, the clean input is the target
+    Rule("denoising_target_is_corrupted", "loss_function", 0.65,
+         "the reconstruction is scored against the corrupted input, the same tensor the model reads: the identity "
+         "map minimises that loss, so the model learns to copy its noise and removes none of it (the training loss "
+         "falls, the error against the clean signal settles at the noise level)",
+         "score the reconstruction against the clean input the corruption was applied to: loss(model(x_noisy), x)",
+         "Do not read the falling training loss as progress, or add capacity or epochs: the target is wrong."),
     # torch.nn.Module.eval docs: dropout and batch norm behave differently in evaluation; no_grad does not switch them
     # torch.nn.functional.dropout(input, p=0.5, training=True, inplace=False): the functional form does not see
     # the module's mode; nn.Dropout does
@@ -1238,6 +1256,61 @@ def rule_optimizer_params(f: ParsedFile) -> list[Hit]:
                    "gradients (the new head) are never updated")
             hits.append((o, "optimizer_over_frozen_part", {"why": why}))  # where the wrong module is named
     return hits
+
+
+def _filters_on_requires_grad(e: ast.AST) -> bool:
+    return any(isinstance(c, ast.comprehension) and any(".requires_grad" in _src(i) for i in c.ifs)
+               or isinstance(c, ast.Call) and _src(c.func) == "filter" and "requires_grad" in _src(c)
+               for c in ast.walk(e))
+
+
+def _unfreezes(n: ast.AST) -> bool:
+    """`p.requires_grad = True` (or = flag), `m.requires_grad_()`: anything but an explicit False."""
+    if isinstance(n, ast.Assign) and any(_src(t).endswith(".requires_grad") for t in n.targets):
+        return _src(n.value) != "False"
+    return _method_call(n, "requires_grad_") and (not n.args or _src(n.args[0]) != "False")
+
+
+def rule_optimizer_built_before_unfreeze(f: ParsedFile) -> list[Hit]:
+    """Gradual unfreezing with an optimizer over `[p for p in params if p.requires_grad]` built before the loop
+    (blind dev token_encoder_gradual_unfreeze: the encoder gets gradients from epoch 1 and never moves). Freezing,
+    unfreezing the head, then building the optimizer is the common correct pattern: only an unfreeze inside a loop
+    that steps the optimizer, with no add_param_group and no rebuild in that loop, counts."""
+    if any(_method_call(n, "add_param_group") for n in f.nodes):
+        return []
+    built = []  # (where the filter is, the optimizer call, the function building it)
+    for n in f.nodes:
+        if isinstance(n, ast.Call) and _is_optimizer_ctor(n):
+            params = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "params"), None)
+            filt = next((e for e in (f.closure(params, limit=20) if params is not None else [])
+                         if _filters_on_requires_grad(e)), None)
+            if filt is not None:
+                scope = f.scope_of.get(n)
+                built.append((filt, n, scope.name if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None))
+    if not built:
+        return []
+    unfreezers = {f.scope_of[n].name for n in f.nodes if _unfreezes(n)
+                  and isinstance(f.scope_of.get(n), (ast.FunctionDef, ast.AsyncFunctionDef))}
+    builders = {b for _, _, b in built if b}
+    for loop in f.nodes:
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        inside = list(_in_scope(loop))
+        if not any(_is_optimizer_step(n) for n in inside):
+            continue
+        if any(isinstance(n, ast.Call) and (_is_optimizer_ctor(n) or _name(n) in builders) for n in inside):
+            continue  # rebuilt at the unfreeze
+        site = next((n for n in inside if _unfreezes(n) or isinstance(n, ast.Call) and _name(n) in unfreezers
+                     and not any(_src(a) == "False" for a in [*n.args, *(k.value for k in n.keywords)])), None)
+        if site is None:
+            continue
+        filt, ctor, _ = built[0]
+        why = (f"the optimizer at line {ctor.lineno} gets only the parameters with requires_grad=True when it is built "
+               f"(`{f.seg(filt).strip()[:80]}`), and line {site.lineno} (`{f.seg(site).strip()[:60]}`) unfreezes more "
+               "inside the training loop: they get gradients but are in no param group, so optimizer.step() never "
+               "updates them")
+        return [(filt, "optimizer_built_before_unfreeze", {"why": why})]
+    return []
 
 
 def _param_sources(f: ParsedFile, params: ast.AST) -> list[ast.AST]:
@@ -2766,6 +2839,44 @@ def _mean_reconstruction(f: ParsedFile, n: ast.AST) -> bool:
     return False
 
 
+CORRUPTIONS = re.compile(r"corrupt|nois|mask|perturb|jitter|augment|drop", re.I)
+
+
+def _corruption_of(f: ParsedFile, name: ast.Name) -> str | None:
+    """The clean tensor `name` was made from by corrupting it: `x_noisy = corrupt(x)`, `x + 0.3 * torch.randn_like(x)`."""
+    for v in f.values_of(name):
+        if isinstance(v, ast.Call) and CORRUPTIONS.search(_name(v)) and v.args and isinstance(v.args[0], ast.Name):
+            return v.args[0].id
+        if isinstance(v, ast.BinOp) and any(isinstance(c, ast.Call) and _name(c) in ("randn_like", "randn", "rand_like",
+                                                                                       "rand", "normal", "normal_")
+                                             for c in ast.walk(v)):
+            clean = next((c.id for c in ast.walk(v) if isinstance(c, ast.Name) and c.id != name.id
+                          and c.id not in f.imported), None)
+            if clean:
+                return clean
+    return None
+
+
+def rule_denoising_target_is_corrupted(f: ParsedFile) -> list[Hit]:
+    """recon = model(x_noisy); loss(recon, x_noisy) (blind dev conv1d_denoising_ae_vibration: train loss 0.0015,
+    denoising error exactly the noise variance). A plain autoencoder's loss(model(x), x) has no corruption."""
+    hits = []
+    for n in f.nodes:
+        if not (isinstance(n, ast.Call) and _mean_reconstruction(f, n) and len(n.args) >= 2):
+            continue
+        pred, tgt = n.args[0], n.args[1]
+        if not (isinstance(tgt, ast.Name) and isinstance(pred, ast.Name)):
+            continue
+        fed = [v for v in f.values_of(pred) if isinstance(v, ast.Call) and len(v.args) == 1
+               and isinstance(v.args[0], ast.Name) and v.args[0].id == tgt.id]
+        clean = _corruption_of(f, tgt) if fed else None
+        if clean:
+            why = (f"`{f.seg(n).strip()}` scores the reconstruction against `{tgt.id}`, the corrupted copy of `{clean}` "
+                   f"that the model itself reads: the identity map minimises it, so nothing is denoised")
+            hits.append((n, "denoising_target_is_corrupted", {"why": why}))
+    return hits
+
+
 def _summed_kl(e: ast.AST) -> bool:
     """The Gaussian KL to N(0, I) written out (mu ** 2, logvar.exp()) and summed (over latent dims or all)."""
     text = _src(e).replace(" ", "").lower()
@@ -3017,9 +3128,9 @@ def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode, rule_functional_dropout_always_on,
-                  rule_optimizer_params, rule_view_after_permute, rule_host_sync, rule_discarded_result,
+                  rule_optimizer_params, rule_optimizer_built_before_unfreeze, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
-                  rule_kl_sign, rule_kl_against_mean_reconstruction, rule_accumulation_step_placement,
+                  rule_kl_sign, rule_kl_against_mean_reconstruction, rule_denoising_target_is_corrupted, rule_accumulation_step_placement,
                   rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,
                   rule_rows_moved_apart_from_labels, rule_label_changing_augmentation,

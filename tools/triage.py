@@ -606,6 +606,12 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     cross-entropy) squashes its gradient: the model learns slowly at any LR, so while that is the top finding an
     LR reading that says "too low" (a one-batch test that crawls, small updates) is its symptom, not a second
     cause. Fix the loss, then triage again."""
+    copy = next((f for f in findings if f.confidence >= VERDICT and from_rule(f, "denoising_target_is_corrupted")), None)
+    if copy is not None:
+        # trained to reproduce its noisy input, the model learns the noise: validation against the clean signal
+        # turns up as it does (to the noise level), which reads as overfitting
+        findings = [explained(f, copy, "a model trained to copy its noisy input fits the noise, so its error against "
+                              "the clean signal rises") if f.failure_mode == "overfitting" else f for f in findings]
     top = max(findings, key=lambda f: f.confidence, default=None)
     if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT:
         return findings

@@ -72,6 +72,7 @@ def run(job):
     batches = target.batches(n_batches)
     spy = T.LossSpy()
     rec = T.ActivationRecorder(model)
+    bcast = T.BroadcastWatch()
     outs = []
     hook = model.register_forward_hook(
         lambda m, i, o: outs.append(T.prediction(o, scalar_ok=True)) if not outs else None)
@@ -85,7 +86,7 @@ def run(job):
         with torch.no_grad():
             for i, b in enumerate(batches):
                 if i == 0:
-                    with spy, rec:
+                    with spy, rec, bcast:
                         losses.append(target.loss(model, b).detach().float())
                 else:
                     losses.append(target.loss(model, b).detach().float())
@@ -134,7 +135,8 @@ def run(job):
     report = {"loss": loss, "total_loss": total, "loss_reduction": spy.reduction, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
               "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training,
-              "eval_mode_modules": eval_mode_modules(model)}
+              "eval_mode_modules": eval_mode_modules(model), "outer_broadcasts": bcast.hits,
+              "weight_loads": target.weight_loads}
     if spy.input is not None and spy.input.is_floating_point() and spy.input.numel():
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
         report["loss_input"] = {"min": lo, "max": hi, "n": spy.input.numel()}

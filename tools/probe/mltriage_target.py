@@ -67,6 +67,7 @@ class Target:
         self.make_optimizer_fn = get("make_optimizer")
         self.num_classes = get("num_classes")
         self.task = get("task")
+        self.weight_loads: list[dict] = []  # load_target fills it: what each load_state_dict filled
 
     def first_batch(self):
         if self.batch is not None:
@@ -114,13 +115,60 @@ class Target:
 
 
 def load_target(spec: str, workspace: str) -> Target:
-    with _loading_clock():
+    loads: list[dict] = []
+    with _loading_clock(), _watching_loads(loads):
         factory = import_callable(spec, workspace)  # the import counts: a module may build its data at import
         try:
             raw = factory()
         except BaseException as e:
             raise UserCodeError("make_target", e) from e
-    return Target(raw)
+    target = Target(raw)
+    target.weight_loads = loads
+    return target
+
+
+@contextlib.contextmanager
+def _watching_loads(loads: list[dict]):
+    """Each Module.load_state_dict the factory makes: how many of the module's tensors it filled. With
+    strict=False a checkpoint saved from a wrapper ('encoder.conv1.weight' for 'conv1.weight') loads nothing,
+    silently, and the 'pretrained' model trains from its random init."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    orig = torch.nn.Module.load_state_dict
+
+    def load_state_dict(module, state_dict, *a, **k):
+        result = orig(module, state_dict, *a, **k)
+        try:
+            from mltriage_torch import user_frame
+            # BatchNorm fills a missing num_batches_tracked itself and never reports it: not a weight
+            keys = [k for k in module.state_dict() if not k.endswith("num_batches_tracked")]
+            missing = [k for k in getattr(result, "missing_keys", None) or [] if not k.endswith("num_batches_tracked")]
+            unexpected = list(getattr(result, "unexpected_keys", None) or [])
+            loads.append({"module": type(module).__name__, "strict": bool(k.get("strict", a[0] if a else True)),
+                          "keys": len(keys), "missing": len(missing), "unexpected": len(unexpected),
+                          "missing_keys": missing[:3], "unexpected_keys": unexpected[:3],
+                          "renamed": _renamed(missing, unexpected), "where": user_frame()})
+        except Exception:  # noqa: BLE001 - watching must never change what their factory does
+            pass
+        return result
+
+    torch.nn.Module.load_state_dict = load_state_dict
+    try:
+        yield
+    finally:
+        torch.nn.Module.load_state_dict = orig
+
+
+def _renamed(missing: list[str], unexpected: list[str]) -> list[str] | None:
+    """[checkpoint key, model key] when the checkpoint's keys are the model's with a prefix added or removed."""
+    for m in missing:
+        for u in unexpected:
+            if u.endswith("." + m) or m.endswith("." + u):
+                return [u, m]
+    return None
 
 
 _busy_total = [0.0]  # seconds this process spent working inside the user's factory, over all its loads

@@ -427,6 +427,37 @@ LOSSES = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", 
           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "gaussian_nll_loss"}
 
 
+def outer_broadcast(a, b):
+    """(shape of the (..., N, 1) operand, shape of the (..., N) one) when one is the other plus a trailing 1: the
+    op's result is (..., N, N), every row against every row (a forgotten squeeze); None otherwise. A view of the
+    same memory (x[:, None] - x) is a deliberate pairwise difference."""
+    for x, y in ((a, b), (b, a)):
+        if x.dim() == y.dim() + 1 and y.dim() >= 1 and x.shape[-1] == 1 and y.shape[-1] > 1 \
+                and tuple(x.shape[:-1]) == tuple(y.shape) and x.data_ptr() != y.data_ptr():
+            return list(x.shape), list(y.shape)
+    return None
+
+
+class BroadcastWatch(TorchFunctionMode):
+    """Notes the ops of the user's own code where a (N, 1) tensor meets a (N,) one (pred - target in a
+    hand-written loss): they broadcast to (N, N) silently, and the mean over that matrix trains the model to
+    predict the batch mean. F.mse_loss at least warns; `(pred - y) ** 2` does not."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if len(self.hits) < 3 and getattr(func, "__name__", "") not in _SKIP:
+            ts = [v for v in (*args[:2], kwargs.get("target")) if isinstance(v, torch.Tensor)]
+            got = outer_broadcast(ts[0], ts[1]) if len(ts) >= 2 else None
+            if got is not None and (where := user_frame()) is not None:
+                self.hits.append({"op": _fn_name(func), "where": where, "shapes": got,
+                                  "result": [*got[0][:-1], got[1][-1]]})
+        return func(*args, **kwargs)
+
+
 class LossSpy(TorchFunctionMode):
     """Notes the first standard loss function the target's loss calls: its name, input and target."""
 
