@@ -1203,7 +1203,7 @@ def test_a_warmup_that_takes_most_of_a_finished_run_is_a_schedule_sized_in_the_w
     r = log_metrics(hf_schedule_log(tmp_path, "bug.log", 140, 1404))
     (f,) = [f for f in lr_findings(r) if f.confidence >= 0.5]
     assert f.failure_mode == "lr_too_low" and "80% of the run" in f.summary and "epoch 1.61 of 2" in f.summary, r.text()
-    assert "accum" in f.fix and "raise the base LR" in f.avoid
+    assert "accum" in f.fix and "raise the base LR" in f.avoid and f.location == "epoch 1.61"
     assert [f for f in lr_findings(log_metrics(hf_schedule_log(tmp_path, "fixed.log", 17, 174)))
             if f.confidence >= 0.5] == []
     cut = log_metrics(hf_schedule_log(tmp_path, "cut.log", 140, 1404, last=80, finished=False))

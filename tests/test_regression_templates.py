@@ -979,3 +979,225 @@ def test_functional_dropout_left_on_in_eval_fails_its_test(workspace):
         "p=0.3)", "p=0.3, training=self.training)"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+LOGCOSH_REGRESSOR = """
+    import torch
+    from torch import nn
+
+    def log_cosh(pred, target):
+        d = pred - target
+        return (d + nn.functional.softplus(-2 * d) - 0.6931).mean()
+
+    def compute_loss(model, batch):
+        x, y = batch
+        return log_cosh(model(x), y)
+
+    def make_target():
+        torch.manual_seed(0)
+        x = torch.randn(64, 5)
+        y = x @ torch.randn(5)
+        return {"model": nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1)), "data": [(x, y)],
+                "loss_fn": compute_loss}
+"""
+
+
+def test_a_hand_written_loss_broadcasting_rows_against_rows_fails_the_shape_test_and_the_squeeze_passes(workspace):
+    """Blind dev claim_severity_logcosh_mlp: (B, 1) - (B,) in a hand-written log-cosh. The old shape test compared
+    the model's raw output (B, 1) with the labels (B,): it failed on the bug AND after the fix (the fix squeezes in
+    the loss, the model still returns (B, 1)). Now the loss arithmetic is watched, and the squeeze passes."""
+    (workspace / "train.py").write_text(textwrap.dedent(LOGCOSH_REGRESSOR))
+    report = _write(workspace, failure_mode="shape_mismatch", target="train.py:make_target")
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_loss_arithmetic_does_not_pair_every_row_with_every_row"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(LOGCOSH_REGRESSOR).replace(
+        "log_cosh(model(x), y)", "log_cosh(model(x).squeeze(-1), y)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+PREFIXED_CHECKPOINT = """
+    import os
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv1d(1, 8, 5), nn.BatchNorm1d(8)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x))).mean(-1)
+
+    class Pretext(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.classifier = Encoder(), nn.Linear(8, 10)
+
+    def load_encoder(path):
+        encoder = Encoder()
+        state = torch.load(path)
+        encoder.load_state_dict(STATE, strict=False)
+        return encoder
+
+    def make_target():
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretext.pt")
+        if not os.path.exists(path):
+            torch.manual_seed(1)
+            torch.save(Pretext().state_dict(), path)
+        torch.manual_seed(0)
+        model = nn.Sequential(load_encoder(path), nn.Linear(8, 4))
+        x, y = torch.randn(16, 1, 32), torch.randint(0, 4, (16,))
+        return {"model": model, "data": [(x, y)], "num_classes": 4,
+                "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1])}
+"""
+
+
+def test_a_checkpoint_that_loads_nothing_fails_the_bad_init_test_and_the_renamed_keys_pass(workspace):
+    """Blind dev signal_cnn_linear_probe: strict=False under a wrapper's key prefix loaded nothing. The initial-loss
+    test passed on the bug (a random encoder starts at chance too); the load check fails on it and passes once the
+    keys are renamed."""
+    (workspace / "train.py").write_text(textwrap.dedent(PREFIXED_CHECKPOINT).replace("STATE", "state"))
+    report = _write(workspace, failure_mode="bad_init", target="train.py:make_target")
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_checkpoint_loads_fill_the_model"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(PREFIXED_CHECKPOINT).replace(
+        "STATE", "{k[len('encoder.'):]: v for k, v in state.items() if k.startswith('encoder.')}"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+NOISY_TARGET_DENOISER = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    def loss_fn(model, batch):
+        (x,) = batch
+        x_noisy = x + 0.3 * torch.randn_like(x)
+        recon = model(x_noisy)
+        return F.mse_loss(recon, x_noisy)
+
+    def make_target():
+        torch.manual_seed(0)
+        return {"model": nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)),
+                "data": [(torch.randn(32, 16),)], "loss_fn": loss_fn,
+                "make_optimizer": lambda params: torch.optim.Adam(params, lr=1e-2)}
+"""
+
+
+def test_a_denoiser_scored_against_its_noisy_input_fails_its_suggested_test_and_the_clean_target_passes(workspace):
+    """Blind dev conv1d_denoising_ae_vibration: the one-batch and sign checks pass on a denoiser scored against its
+    own input (the identity minimises it); triage asks for target_not_input, which fails on it."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(NOISY_TARGET_DENOISER))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "loss_function"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"target_not_input": True}
+    report = _write(workspace, failure_mode="loss_function", target="train.py:make_target", params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {
+        "test_the_reconstruction_target_is_not_the_corrupted_input_the_model_reads"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(NOISY_TARGET_DENOISER).replace(
+        "F.mse_loss(recon, x_noisy)", "F.mse_loss(recon, x)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+GRADUAL_UNFREEZE_SCRIPT = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
+    pretrained = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    opt = torch.optim.SGD(pretrained.parameters(), lr=0.1)   # a short pretext phase
+    for _ in range(5):
+        opt.zero_grad()
+        pretrained(x).pow(2).mean().backward()
+        opt.step()
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    model[0].load_state_dict(pretrained[0].state_dict())
+    for p in model[0].parameters():
+        p.requires_grad = False
+    optimizer = torch.optim.AdamW(PARAMS, lr=1e-2)
+    for epoch in range(3):
+        if epoch == 1:
+            for p in model[0].parameters():
+                p.requires_grad = True
+        for _ in range(10):
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+"""
+
+
+def test_an_optimizer_built_before_the_unfreeze_fails_a_whole_run_script_test_and_all_params_pass(workspace):
+    """Blind dev token_encoder_gradual_unfreeze: the factory hands over the model before any unfreeze, so a target
+    test cannot see it; triage asks for the whole script with every_param_changes. The layer unfrozen at epoch 1 is
+    built after the pretext phase's first step: the check snapshots it at its own first step."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    bug = textwrap.dedent(GRADUAL_UNFREEZE_SCRIPT).replace("PARAMS", "[p for p in model.parameters() if p.requires_grad]")
+    (workspace / "train.py").write_text(bug)
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "frozen_params"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"]["script.checks"] == ["every_param_changes"]
+    report = _write(workspace, failure_mode="frozen_params", command=args["command"], params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_every_parameter_changes"}, report.text()
+    (workspace / "train.py").write_text(bug.replace("[p for p in model.parameters() if p.requires_grad]",
+                                                    "model.parameters()"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+ACCUMULATED_SCHEDULE = """
+    import math
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    accum, micro_batches = 8, 320
+    total = LENGTH
+    warmup = int(0.1 * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: s / warmup if s < warmup else
+                                              0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / (total - warmup)))))
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    for i in range(micro_batches):
+        ((model(x) - y) ** 2).mean().div(accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            sched.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_a_schedule_sized_in_micro_batches_fails_the_warmup_check_and_the_optimizer_step_count_passes(workspace):
+    """Blind dev charlm_accum8_cosine_warmup: a 10% warmup of a schedule sized in micro-batches took 80% of the
+    optimizer steps. The whole-run script test with warmup_ends fails on it and passes once the length counts
+    optimizer steps."""
+    from tools.report import Evidence, Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="lr_too_low", confidence=0.6, summary="lr warms up for 80% of the run",
+                  evidence=[Evidence(what="run length", value=40)], facts={"warmup_spans_run": True})
+    steps = suggest_next([top], "train.py:make_target", None, command=["python", "train.py"],
+                         schedule_fns=["train.py:get_lr"])
+    assert "lr_range_test" not in [s.tool for s in steps]  # it sweeps a factory with no scheduler: "the LR is fine"
+    args = next(s.args for s in steps if s.tool == "write_regression_test")
+    assert "target" not in args and "function" not in args and args["params"]["script.checks"] == ["warmup_ends"]
+    (workspace / "train.py").write_text(textwrap.dedent(ACCUMULATED_SCHEDULE).replace("LENGTH", "micro_batches"))
+    report = _write(workspace, failure_mode="lr_too_low", command=args["command"], params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_warmup_ends_early_in_the_run"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(ACCUMULATED_SCHEDULE).replace("LENGTH", "micro_batches // accum"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

@@ -1089,3 +1089,26 @@ def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turn
     (over,) = [f for f in weighed if f.failure_mode == "overfitting"]
     assert over.confidence < 0.5 and over.summary.startswith("Likely a symptom of loss_function")
     assert weigh_by_loss_input([turned_up]) == [turned_up]
+
+
+def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_explain_their_symptoms():
+    """Blind dev claim_severity_logcosh_mlp (a (B, 1) - (B,) loss) drove with lr_too_low 58% and data_pipeline 53%
+    beside the broadcast, and lr_range_test as the first next step; signal_cnn_linear_probe (nothing loaded) kept
+    data_pipeline 65%. A model that learns the batch mean, or reads random features, fits nothing at any LR and
+    beats permuted labels by nothing: those readings are the bug's symptoms, not second causes."""
+    from tools.triage import suggest_next, weigh_by_loss_input
+    slow = Finding(failure_mode="lr_too_low", confidence=0.58, summary="the loss did not move on a single batch")
+    labels = Finding(failure_mode="data_pipeline", confidence=0.65, facts={"labels_no_signal": True},
+                     summary="training on the real labels generalises no better than training on permuted labels")
+    for cause, symptoms in ((Finding(failure_mode="shape_mismatch", confidence=0.85, summary="(256, 1) with (256,)",
+                                     facts={"rows_against_rows": True}), {"lr_too_low", "data_pipeline"}),
+                            (Finding(failure_mode="bad_init", confidence=0.8, summary="filled 0 of the 18 tensors",
+                                     facts={"weights_not_loaded": True}), {"data_pipeline"})):
+        weighed = weigh_by_loss_input([cause, slow, labels])
+        low = {f.failure_mode for f in weighed if f is not cause and f.confidence < 0.5}
+        assert low == symptoms and all(f.summary.startswith("Likely a symptom of")
+                                       for f in weighed if f.failure_mode in symptoms), weighed
+        ranked = sorted(weighed, key=lambda f: -f.confidence)
+        assert "lr_range_test" not in [s.tool for s in suggest_next(ranked, "train.py:make_target", None)
+                                       if cause.failure_mode == "shape_mismatch"]
+    assert weigh_by_loss_input([slow, labels]) == [slow, labels]

@@ -246,14 +246,16 @@ def schedule_findings(lr: Curve, loss: Curve | None, nan_step: float | None, sha
                     f"{_fmt(top_v)} at {config.unit} {_step(steps[reach])} of {_step(horizon)}, and has decayed {decayed:.0%} by "
                     f"the end: the schedule is sized for a longer run than the steps that call it",
             evidence=[Evidence(what=f"{lr.name} at step {_step(steps[0])}", value=vals[0], source=where),
-                      Evidence(what=f"{lr.name} first at its peak", value=f"step {_step(steps[reach])}", source=where),
+                      Evidence(what=f"{lr.name} first at its peak", value=f"{config.unit} {_step(steps[reach])}",
+                               source=where),
                       Evidence(what="run length", value=horizon, source=header),
                       Evidence(what=f"{lr.name} at step {_step(steps[-1])}", value=vals[-1], source=where)],
-            location=f"step {_step(steps[reach])}",
+            location=f"{config.unit} {_step(steps[reach])}",
             fix="Count the schedule's horizon in the unit scheduler.step() is called in: with gradient accumulation "
                 "num_training_steps = (len(loader) // accum_steps) * epochs, not len(loader) * epochs; with a "
                 "per-epoch step, epochs, not batches. schedule_check shows the whole horizon",
-            avoid="Do not raise the base LR: the peak is right, the warmup is too long and the decay never comes."))
+            avoid="Do not raise the base LR: the peak is right, the warmup is too long and the decay never comes.",
+            facts={"warmup_spans_run": True}))
 
     # rising through the whole log: a warmup in progress, or one that never ends
     in_warmup = config.warmup is not None and steps[-1] <= 1.1 * config.warmup

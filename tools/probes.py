@@ -298,7 +298,10 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
             summary=f"{len(off)} parameters have requires_grad=False (fine if you froze them on purpose)",
             evidence=[Evidence(what=p.name, value="requires_grad=False", source=src) for p in off[:6]],
             fix="If these layers should train, set requires_grad=True and add them to the optimizer",
-            location=", ".join(sorted({p.module or p.name for p in off}))[:300]))
+            location=", ".join(sorted({p.module or p.name for p in off}))[:300],
+            # an observation, not a diagnosis: a rule that names why they stay frozen (an optimizer built before
+            # the unfreeze) leads the merged finding with its line and fix
+            facts={"symptom_only": True}))
     gn = rep.global_grad_norm
     recurrent = sorted({m.type for m in rep.modules if m.type in RECURRENT})
     # recurrent nets unrolled over many steps explode by construction; clipping the norm is the standard
@@ -796,7 +799,8 @@ def loss_shape_finding(raw: dict, src: str) -> Finding | None:
                                f"{shapes[1]}: they broadcast silently instead of matching element by element",
                        evidence=[Evidence(what="loss input shape", value=str(shapes[0]), source=src),
                                  Evidence(what="loss target shape", value=str(shapes[1]), source=src)],
-                       fix="Make the shapes equal before the loss (pred.squeeze(-1) or y.unsqueeze(-1)) and assert them")
+                       fix="Make the shapes equal before the loss (pred.squeeze(-1) or y.unsqueeze(-1)) and assert them",
+                       facts={"rows_against_rows": True})
     return None
 
 
@@ -824,7 +828,8 @@ def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
         fix=("Map the checkpoint's names to the model's before loading"
              + (f" (strip the prefix: '{renamed[0]}' -> '{renamed[1]}')" if renamed else "")
              + ", then load with strict=True, or check the missing_keys/unexpected_keys that load_state_dict returns"),
-        avoid="Do not tune the LR or the head: the features it reads are random until the weights load.")
+        avoid="Do not tune the LR or the head: the features it reads are random until the weights load.",
+        facts={"weights_not_loaded": True})
 
 
 def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
@@ -845,7 +850,8 @@ def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
         location=where,
         fix="Make the shapes equal before the arithmetic: pred.squeeze(-1) (or target.unsqueeze(-1)), and assert "
             "pred.shape == target.shape in the loss",
-        avoid="Do not tune the LR, the loss or the model: it learns the batch mean at any setting until the shapes match.")
+        avoid="Do not tune the LR, the loss or the model: it learns the batch mean at any setting until the shapes match.",
+        facts={"rows_against_rows": True})
 
 
 def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:

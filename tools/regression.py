@@ -68,7 +68,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "The gradient reaching each layer (dLoss/d output, RMS) stays within two orders of magnitude across depth.",
        {"min_ratio": 0.01}),
     _T("bad_init", "target",
-       "The initial loss is within a tolerance of the chance value (ln(num_classes) for cross-entropy).",
+       "The initial loss is within a tolerance of the chance value (ln(num_classes) for cross-entropy), and every "
+       "load_state_dict the factory makes fills most of its module (strict=False hides a renamed checkpoint).",
        {"batches": 4, "rel_tolerance": 0.25, "expected": None, "num_classes": None}),
     _T("data_leakage", "target",
        "No input column determines the label, the initial loss is not far below chance, for a language "
@@ -77,13 +78,16 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        {"batches": 32, "rel_tolerance": 0.5, "expected": None, "num_classes": None, "label_key": None,
         "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",
-       "Model output and target shapes match and the loss does not broadcast them.",
+       "Model output and target shapes match and the loss does not broadcast them, not even in hand-written "
+       "arithmetic ((N, 1) against (N,)).",
        {"num_classes": None, "label_key": None}),
     _T("loss_function", "target",
        "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
        "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
-       "sample), no reconstruction loss averages over each sample's elements.",
-       {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None, "recon_summed": False},
+       "sample), no reconstruction loss averages over each sample's elements; with target_not_input (a denoiser), "
+       "the reconstruction is not scored against the tensor the model reads.",
+       {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None, "recon_summed": False,
+        "target_not_input": False},
        ("_target", "_sequence")),
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
@@ -155,7 +159,7 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "The training script COMMAND, run from the workspace root and stopped after SCRIPT['steps'] optimizer steps, "
        "runs without an error and shows none of the failure's symptoms (SCRIPT['checks']).",
        {"steps": 50, "timeout_s": 240.0, "checks": [], "max_lr": None, "lr_tolerance": 0.01, "max_grad_norm": 100.0,
-        "min_drop": 0.05, "lr_floor": 0.1, "ignore": [], "causal_atol": 1e-4, "max_same_fraction": 0.5}, ()),
+        "min_drop": 0.05, "lr_floor": 0.1, "max_warmup_fraction": 0.5, "ignore": [], "causal_atol": 1e-4, "max_same_fraction": 0.5}, ()),
 ]}
 
 # failure mode -> the template for each kind of code under test
@@ -178,7 +182,7 @@ SCRIPT_CHECKS = {
     "exception": [], "shape_mismatch": [], "oom": [], "hang": [],
 }
 DEFAULT_SCRIPT_CHECKS = ["finite_loss", "loss_falls"]
-ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "grad_norm_bounded", "applied_grad_norm_bounded",
+ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "warmup_ends", "grad_norm_bounded", "applied_grad_norm_bounded",
               "loss_falls", "batches_differ",
               "grads_cleared", "grads_reach_step", "every_param_gets_grad", "every_param_changes", "train_mode", "causal",
               "targets_shifted"]

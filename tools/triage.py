@@ -606,6 +606,18 @@ def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     cross-entropy) squashes its gradient: the model learns slowly at any LR, so while that is the top finding an
     LR reading that says "too low" (a one-batch test that crawls, small updates) is its symptom, not a second
     cause. Fix the loss, then triage again."""
+    mean = next((f for f in findings if f.confidence >= VERDICT and f.facts.get("rows_against_rows")), None)
+    if mean is not None:
+        # a loss over every row against every row is minimised by the batch mean: one batch does not fit at any LR
+        # and what the model learns carries no more of the labels than permuted ones would
+        findings = [explained(f, mean, "a loss that pairs every row with every row is minimised by the batch mean, "
+                              "at any LR and for any labels") if f.failure_mode == "lr_too_low"
+                    or f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal") else f for f in findings]
+    unloaded = next((f for f in findings if f.confidence >= VERDICT and f.facts.get("weights_not_loaded")), None)
+    if unloaded is not None:
+        # a linear probe on a random encoder generalises like one on permuted labels: the features, not the labels
+        findings = [explained(f, unloaded, "features from weights that never loaded carry little of the labels")
+                    if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal") else f for f in findings]
     copy = next((f for f in findings if f.confidence >= VERDICT and from_rule(f, "denoising_target_is_corrupted")), None)
     if copy is not None:
         # trained to reproduce its noisy input, the model learns the noise: validation against the clean signal
@@ -639,8 +651,8 @@ def weigh_by_padding(findings: list[Finding]) -> list[Finding]:
 def weigh_by_unregistered(findings: list[Finding]) -> list[Finding]:
     """Layers the optimizer never steps (kept in a plain list, see grad_norm_snapshot) leave the rest of the net to
     fit around random weights: one batch crawls at any LR. An LR reading that says "too low" is their symptom."""
-    frozen = next((f for f in findings if f.failure_mode == "frozen_params" and f.facts.get("unregistered")
-                   and f.confidence >= VERDICT), None)
+    frozen = next((f for f in findings if f.failure_mode == "frozen_params" and f.confidence >= VERDICT and (
+        f.facts.get("unregistered") or from_rule(f, "optimizer_built_before_unfreeze"))), None)
     if frozen is None:
         return findings
     return slow_lr_explained(findings, frozen, "layers no optimizer steps make the loss crawl at any LR")
@@ -1104,7 +1116,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             continue  # the top finding's cause shows this symptom too: fix that first, then triage again
         if f is not findings[0] and f.confidence < 0.5 and findings[0].confidence >= 0.75:
             continue  # a hypothesis under a strong top finding: its probe would only delay the fix and its test
-        if tool == "lr_range_test" and from_rule(f, *SCHEDULER_RULES):
+        if tool == "lr_range_test" and (from_rule(f, *SCHEDULER_RULES) or f.facts.get("warmup_spans_run")):
             continue  # it sweeps the base LR of the factory, which steps no scheduler: it would call the LR fine
         args = {"target": target} if target and tool in {"nan_hook_run", "grad_norm_snapshot", "lr_range_test",
                                                          "init_loss_check", "data_check", "overfit_test",
@@ -1140,6 +1152,20 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if from_rule(top, "functional_dropout_always_on") and target:
             # a module-mode check passes on this bug (no dropout module exists); the loss in eval mode does not
             args["params"] = {"eval_deterministic": True}
+        if from_rule(top, "denoising_target_is_corrupted") and target:
+            # the one-batch and sign checks pass on a denoiser scored against its own input: it minimises that fine
+            args["params"] = {"target_not_input": True}
+        if from_rule(top, "optimizer_built_before_unfreeze") and command:
+            # the factory hands over the model before any unfreeze: only the script reaches the epoch where layers
+            # are unfrozen (and, with the bug, never move), so it runs to its end
+            args.pop("target", None)
+            args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["every_param_changes"]}
+        if top.failure_mode == "lr_too_low" and command and top.facts.get("warmup_spans_run"):
+            # the schedule's length is computed in the script's main loop, not in the schedule function: only the
+            # whole run shows where the LR first peaks
+            args.pop("target", None)
+            args.pop("function", None)
+            args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["warmup_ends"]}
         if from_rule(top, "kl_against_mean_reconstruction") and target:
             # the bug is the reduction of the reconstruction term: the test watches the loss calls the target makes
             args["params"] = {"recon_summed": True}
@@ -1188,6 +1214,7 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
     return steps
 
 
+WHOLE_RUN_STEPS = 100_000  # past any gallery run's end: the script test then sees the whole run (its timeout bounds it)
 ONE_BATCH_MARGIN = 0.75  # the regression test's one-batch loss ratio must beat the buggy LR's by this factor
 
 
