@@ -1281,3 +1281,47 @@ def test_a_pretrained_checkpoint_that_strict_false_loads_nothing_is_bad_init(wor
     rep = run(lambda: P.init_loss_check(workspace, inline_target(
         workspace, body.replace("LOAD", "model.load_state_dict(state, strict=False)"), "partial.py")))
     assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()
+
+
+def test_loaded_weights_that_an_init_overwrites_before_training_are_bad_init(workspace):
+    """Blind dev it_ticket_minibert_routing: the pretrained encoder was loaded, then wrapped in a classifier whose
+    __init__ ran post_init() -> apply(_init_weights), re-initialising it; fine-tuning started from random weights
+    and triage read healthy. Initialising only the new head keeps the loaded values and stays quiet."""
+    body = """
+        import torch
+        from torch import nn
+
+        def encoder():
+            torch.manual_seed(1)
+            src = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16))
+            enc = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16))
+            enc.load_state_dict(src.state_dict())
+            return enc
+
+        class Classifier(nn.Module):
+            def __init__(self, enc):
+                super().__init__()
+                self.enc, self.head = enc, nn.Linear(16, 3)
+                INIT
+
+            def forward(self, x):
+                return self.head(self.enc(x))
+
+        def init_weights(m):
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+
+        def make_target():
+            torch.manual_seed(0)
+            x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+            return {"model": Classifier(encoder()), "data": [(x, y)], "num_classes": 3,
+                    "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1])}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("INIT", "self.apply(init_weights)"),
+                                                                 "bug.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "bad_init"]
+    assert f.confidence >= 0.8 and f.location == "bug.py:9" and "4 of the 4 parameters" in f.summary, rep.text()
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("INIT", "self.head.apply(init_weights)"),
+                                                                 "fixed.py")))
+    assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()

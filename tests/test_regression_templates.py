@@ -1201,3 +1201,42 @@ def test_a_schedule_sized_in_micro_batches_fails_the_warmup_check_and_the_optimi
     (workspace / "train.py").write_text(textwrap.dedent(ACCUMULATED_SCHEDULE).replace("LENGTH", "micro_batches // accum"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+REINIT_AFTER_LOAD = """
+    import torch
+    from torch import nn
+
+    class Classifier(nn.Module):
+        def __init__(self, enc):
+            super().__init__()
+            self.enc, self.head = enc, nn.Linear(16, 3)
+            INIT
+
+        def forward(self, x):
+            return self.head(self.enc(x))
+
+    def init_weights(m):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def make_target():
+        torch.manual_seed(1)
+        enc = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+        enc.load_state_dict(nn.Sequential(nn.Linear(8, 16), nn.ReLU()).state_dict())
+        x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+        return {"model": Classifier(enc), "data": [(x, y)], "num_classes": 3,
+                "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1])}
+"""
+
+
+def test_loaded_weights_re_initialised_by_the_wrapper_fail_the_bad_init_test(workspace):
+    """Blind dev it_ticket_minibert_routing: post_init() re-initialised the loaded encoder. The initial loss is at
+    chance either way; the load check sees the loaded values gone and fails; initialising only the head passes."""
+    (workspace / "train.py").write_text(textwrap.dedent(REINIT_AFTER_LOAD).replace("INIT", "self.apply(init_weights)"))
+    report = _write(workspace, failure_mode="bad_init", target="train.py:make_target")
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_checkpoint_loads_fill_the_model"}, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(REINIT_AFTER_LOAD).replace("INIT", "self.head.apply(init_weights)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

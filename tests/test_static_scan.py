@@ -1875,3 +1875,23 @@ def test_a_denoising_autoencoder_scored_against_its_noisy_input_learns_the_ident
     assert rule not in scan(DENOISER.replace("x_noisy = corrupt(x)", "x_noisy = x"))  # a plain autoencoder
     inline = DENOISER.replace("x_noisy = corrupt(x)", "x_noisy = x + 0.1 * torch.randn_like(x)")
     assert rule in scan(inline) and rule not in scan(inline.replace("F.mse_loss(recon, x_noisy)", "F.mse_loss(recon, x)"))
+
+
+def test_requires_grad_assigned_on_a_module_changes_no_parameter():
+    """Blind dev imu_encoder_staged_thaw: `getattr(model.encoder, name).requires_grad = True` sets a plain attribute
+    on the module; the log prints "Unfreezing encoder.block3" and the encoder never trains."""
+    code = textwrap.dedent("""
+        def thaw(model, names):
+            for name in names:
+                getattr(model.encoder, name).requires_grad = True
+            model.head.requires_grad = True
+    """)
+    hits = [i for i in scan_source(code, "train.py") if i.rule == "requires_grad_set_on_module"]
+    assert [h.line for h in hits] == [4, 5] and hits[0].failure_mode == "frozen_params"
+    assert "requires_grad_(" in hits[0].fix
+    rule = "requires_grad_set_on_module"
+    # parameters: a loop variable, a .weight, a named parameter, an indexed list of tensors
+    assert rule not in scan("for p in model.parameters():\n    p.requires_grad = True\n")
+    assert rule not in scan("model.fc.weight.requires_grad = False\nmodel.fc.bias.requires_grad = False\n")
+    assert rule not in scan("self.pos_param.requires_grad = False\nparams[0].requires_grad = True\n")
+    assert rule not in scan("getattr(model.encoder, name).requires_grad_(True)\n")

@@ -808,6 +808,24 @@ def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
     """A load_state_dict(strict=False) in the factory that filled under half of its module's tensors: the
     'pretrained' part trains from its random init. A new head left out of a partial load is the usual case and
     stays quiet (most tensors load)."""
+    redone = [l for l in loads if l.get("in_model") and l.get("compared", 0) >= 2 and l["overwritten"] >= 0.5 * l["compared"]]
+    if redone:
+        l = redone[0]
+        where, _, fn = (l.get("where") or "").partition(" ")
+        return Finding(
+            failure_mode="bad_init", confidence=0.8,
+            summary=(f"{l['overwritten']} of the {l['compared']} parameters load_state_dict filled in {l['module']}"
+                     f"{' at ' + where if where else ''} no longer hold the checkpoint's values when the factory "
+                     "returns: something re-initialised them after loading (an init, apply(_init_weights) or "
+                     "post_init() run on the model that wraps the loaded part), so it trains from random weights"),
+            evidence=[Evidence(what=f"{l['module']} parameters changed after loading",
+                               value=f"{l['overwritten']} of {l['compared']}", source=src),
+                      Evidence(what="changed (first)", value=", ".join(l.get("overwritten_keys") or []), source=src)],
+            location=where or None,
+            fix="Load the checkpoint after the model is built and initialised, or initialise only the new parts "
+                "(the head, the pooler), not the whole model",
+            avoid="Do not tune the LR or the head: the backbone it fine-tunes is random.",
+            facts={"weights_not_loaded": True})
     bad = [l for l in loads if not l.get("strict") and l.get("keys", 0) >= 2 and l["keys"] - l["missing"] < 0.5 * l["keys"]]
     if not bad:
         return None

@@ -165,6 +165,14 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "falls, the error against the clean signal settles at the noise level)",
          "score the reconstruction against the clean input the corruption was applied to: loss(model(x_noisy), x)",
          "Do not read the falling training loss as progress, or add capacity or epochs: the target is wrong."),
+    # torch.nn.Module.requires_grad_ docs: a Module has no requires_grad attribute; assigning one sets a plain
+    # Python attribute and no parameter changes (Tensor.requires_grad is per tensor)
+    Rule("requires_grad_set_on_module", "frozen_params", 0.7,
+         "`requires_grad` is assigned on a module, not on its parameters: nn.Module has no such attribute, so this "
+         "sets a plain Python attribute and every parameter keeps the flag it had (a frozen block stays frozen, or "
+         "a block meant to be frozen keeps training)",
+         "call module.requires_grad_(True/False), or set p.requires_grad on each of module.parameters()",
+         "Do not raise the LR or add epochs for the layers that 'were unfrozen': their parameters never were."),
     # torch.nn.Module.eval docs: dropout and batch norm behave differently in evaluation; no_grad does not switch them
     # torch.nn.functional.dropout(input, p=0.5, training=True, inplace=False): the functional form does not see
     # the module's mode; nn.Dropout does
@@ -1311,6 +1319,37 @@ def rule_optimizer_built_before_unfreeze(f: ParsedFile) -> list[Hit]:
                "updates them")
         return [(filt, "optimizer_built_before_unfreeze", {"why": why})]
     return []
+
+
+MODULE_NAMED = re.compile(r"model|encoder|decoder|backbone|block|layer|head|net|module|stem|trunk|body|features|"
+                          r"embed|classifier|transformer|bert|resnet|conv|lstm|gru|rnn", re.I)
+
+
+def rule_requires_grad_set_on_module(f: ParsedFile) -> list[Hit]:
+    """`getattr(model.encoder, name).requires_grad = True` (blind dev imu_encoder_staged_thaw: the log prints
+    "Unfreezing encoder.block3" and the encoder never trains). A parameter's flag is set through a name bound to
+    a parameter (`for p in m.parameters()`) or a `.weight`/`.bias`; an attribute chain or getattr() naming a
+    module is the bug."""
+    hits = []
+    for n in f.nodes:
+        if not isinstance(n, ast.Assign):
+            continue
+        for t in n.targets:
+            if not (isinstance(t, ast.Attribute) and t.attr == "requires_grad"):
+                continue
+            owner = t.value
+            if isinstance(owner, ast.Name):
+                continue  # `p.requires_grad = ...`: p is almost always a parameter (a loop variable)
+            last = _name(owner) if not isinstance(owner, ast.Call) else ""
+            if last in ("weight", "bias") or last.endswith(("_weight", "_bias")) or "param" in _src(owner).lower():
+                continue
+            if isinstance(owner, ast.Subscript):
+                continue  # params[i].requires_grad: an indexed list of tensors
+            named = _src(owner.args[0]) + " " + _src(owner.args[1]) if isinstance(owner, ast.Call) and \
+                _name(owner) == "getattr" and len(owner.args) >= 2 else _src(owner)
+            if MODULE_NAMED.search(named):
+                hits.append((n, "requires_grad_set_on_module"))
+    return hits
 
 
 def _param_sources(f: ParsedFile, params: ast.AST) -> list[ast.AST]:
@@ -3128,7 +3167,7 @@ def rule_unbounded_decoder_variance(f: ParsedFile) -> list[Hit]:
 RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_into_loss, rule_negated_loss,
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode, rule_functional_dropout_always_on,
-                  rule_optimizer_params, rule_optimizer_built_before_unfreeze, rule_view_after_permute, rule_host_sync, rule_discarded_result,
+                  rule_optimizer_params, rule_optimizer_built_before_unfreeze, rule_requires_grad_set_on_module, rule_view_after_permute, rule_host_sync, rule_discarded_result,
                   rule_scheduler_order, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_kl_against_mean_reconstruction, rule_denoising_target_is_corrupted, rule_accumulation_step_placement,
                   rule_distributed_data, rule_unscaled_attention,

@@ -123,8 +123,25 @@ def load_target(spec: str, workspace: str) -> Target:
         except BaseException as e:
             raise UserCodeError("make_target", e) from e
     target = Target(raw)
-    target.weight_loads = loads
+    target.weight_loads = [_overwritten(l, target.model) for l in loads]
     return target
+
+
+def _overwritten(load: dict, model) -> dict:
+    """How many of the parameters a load filled no longer hold the checkpoint's values when the factory returns
+    (an init, `apply(_init_weights)` or `post_init()` run after loading): the model trains from random weights."""
+    module, snap = load.pop("_module", None), load.pop("_snapshot", None)
+    if module is None or snap is None:
+        return load
+    try:
+        import torch
+        now = dict(module.named_parameters())
+        changed = [k for k, v in snap.items() if k in now and not torch.equal(now[k].detach(), v)]
+        in_model = any(m is module for m in model.modules()) if hasattr(model, "modules") else False
+        load.update(compared=len(snap), overwritten=len(changed), overwritten_keys=changed[:3], in_model=in_model)
+    except Exception:  # noqa: BLE001 - watching must never change what their factory does
+        pass
+    return load
 
 
 @contextlib.contextmanager
@@ -147,10 +164,15 @@ def _watching_loads(loads: list[dict]):
             keys = [k for k in module.state_dict() if not k.endswith("num_batches_tracked")]
             missing = [k for k in getattr(result, "missing_keys", None) or [] if not k.endswith("num_batches_tracked")]
             unexpected = list(getattr(result, "unexpected_keys", None) or [])
-            loads.append({"module": type(module).__name__, "strict": bool(k.get("strict", a[0] if a else True)),
-                          "keys": len(keys), "missing": len(missing), "unexpected": len(unexpected),
-                          "missing_keys": missing[:3], "unexpected_keys": unexpected[:3],
-                          "renamed": _renamed(missing, unexpected), "where": user_frame()})
+            record = {"module": type(module).__name__, "strict": bool(k.get("strict", a[0] if a else True)),
+                      "keys": len(keys), "missing": len(missing), "unexpected": len(unexpected),
+                      "missing_keys": missing[:3], "unexpected_keys": unexpected[:3],
+                      "renamed": _renamed(missing, unexpected), "where": user_frame()}
+            # the parameters it filled, to compare when the factory returns (bounded: a big model is not copied)
+            filled = {n: p.detach().clone() for n, p in module.named_parameters() if n not in missing}
+            if 0 < sum(v.numel() for v in filled.values()) <= 20_000_000:
+                record.update(_module=module, _snapshot=filled)
+            loads.append(record)
         except Exception:  # noqa: BLE001 - watching must never change what their factory does
             pass
         return result
