@@ -1079,16 +1079,16 @@ def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turn
             return F.mse_loss(recon, x_noisy)
     """))
     from tools.static_scan import static_scan
-    from tools.triage import weigh_by_loss_input
+    from tools.triage import weigh_by_named_cause
     (cause,) = [f for f in static_scan([tmp_path / "train.py"]).findings if f.failure_mode == "loss_function"]
     turned_up = Finding(failure_mode="overfitting", confidence=0.7,
                         summary="loss keeps falling while val_mse turned up after step 128")
-    weighed = weigh_by_loss_input([cause, turned_up])
+    weighed = weigh_by_named_cause([cause, turned_up])
     top = max(weighed, key=lambda f: f.confidence)
     assert top.failure_mode == "loss_function" and top.confidence >= 0.6
     (over,) = [f for f in weighed if f.failure_mode == "overfitting"]
     assert over.confidence < 0.5 and over.summary.startswith("Likely a symptom of loss_function")
-    assert weigh_by_loss_input([turned_up]) == [turned_up]
+    assert weigh_by_named_cause([turned_up]) == [turned_up]
 
 
 def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_explain_their_symptoms():
@@ -1096,7 +1096,7 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
     beside the broadcast, and lr_range_test as the first next step; signal_cnn_linear_probe (nothing loaded) kept
     data_pipeline 65%. A model that learns the batch mean, or reads random features, fits nothing at any LR and
     beats permuted labels by nothing: those readings are the bug's symptoms, not second causes."""
-    from tools.triage import suggest_next, weigh_by_loss_input
+    from tools.triage import suggest_next, weigh_by_named_cause
     slow = Finding(failure_mode="lr_too_low", confidence=0.58, summary="the loss did not move on a single batch")
     labels = Finding(failure_mode="data_pipeline", confidence=0.65, facts={"labels_no_signal": True},
                      summary="training on the real labels generalises no better than training on permuted labels")
@@ -1104,11 +1104,11 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
                                      facts={"rows_against_rows": True}), {"lr_too_low", "data_pipeline"}),
                             (Finding(failure_mode="bad_init", confidence=0.8, summary="filled 0 of the 18 tensors",
                                      facts={"weights_not_loaded": True}), {"data_pipeline"})):
-        weighed = weigh_by_loss_input([cause, slow, labels])
+        weighed = weigh_by_named_cause([cause, slow, labels])
         low = {f.failure_mode for f in weighed if f is not cause and f.confidence < 0.5}
         assert low == symptoms and all(f.summary.startswith("Likely a symptom of")
                                        for f in weighed if f.failure_mode in symptoms), weighed
         ranked = sorted(weighed, key=lambda f: -f.confidence)
         assert "lr_range_test" not in [s.tool for s in suggest_next(ranked, "train.py:make_target", None)
                                        if cause.failure_mode == "shape_mismatch"]
-    assert weigh_by_loss_input([slow, labels]) == [slow, labels]
+    assert weigh_by_named_cause([slow, labels]) == [slow, labels]

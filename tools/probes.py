@@ -811,7 +811,7 @@ def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
     redone = [l for l in loads if l.get("in_model") and l.get("compared", 0) >= 2 and l["overwritten"] >= 0.5 * l["compared"]]
     if redone:
         l = redone[0]
-        where, _, fn = (l.get("where") or "").partition(" ")
+        where = (l.get("where") or "").partition(" ")[0]
         return Finding(
             failure_mode="bad_init", confidence=0.8,
             summary=(f"{l['overwritten']} of the {l['compared']} parameters load_state_dict filled in {l['module']}"

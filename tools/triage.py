@@ -601,29 +601,34 @@ def from_rule(f: Finding, *rules: str) -> bool:
     return any(e.what == "rule" and e.value in rules for e in f.evidence)
 
 
+def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
+    """Bugs that make the model learn something other than the task, each with the readings it causes: a loss over
+    every row against every row (the batch mean fits it at any LR, for any labels), weights that never loaded (a
+    probe on random features beats permuted labels by nothing), a denoiser scored against its own noisy input (its
+    error against the clean signal turns up, which reads as overfitting). Those readings are marked its symptoms."""
+    labels_flat = lambda f: f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")  # noqa: E731
+    causes = [
+        (lambda f: f.facts.get("rows_against_rows"),
+         "a loss that pairs every row with every row is minimised by the batch mean, at any LR and for any labels",
+         lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
+        (lambda f: f.facts.get("weights_not_loaded"),
+         "features from weights that never loaded carry little of the labels", labels_flat),
+        (lambda f: from_rule(f, "denoising_target_is_corrupted"),
+         "a model trained to copy its noisy input fits the noise, so its error against the clean signal rises",
+         lambda f: f.failure_mode == "overfitting"),
+    ]
+    for is_cause, why, is_symptom in causes:
+        cause = next((f for f in findings if f.confidence >= VERDICT and is_cause(f)), None)
+        if cause is not None:
+            findings = symptoms_explained(findings, cause, why, is_symptom)
+    return findings
+
+
 def weigh_by_loss_input(findings: list[Finding]) -> list[Finding]:
     """A loss fed probabilities where it expects logits (a sigmoid before BCEWithLogits, a softmax before
     cross-entropy) squashes its gradient: the model learns slowly at any LR, so while that is the top finding an
     LR reading that says "too low" (a one-batch test that crawls, small updates) is its symptom, not a second
     cause. Fix the loss, then triage again."""
-    mean = next((f for f in findings if f.confidence >= VERDICT and f.facts.get("rows_against_rows")), None)
-    if mean is not None:
-        # a loss over every row against every row is minimised by the batch mean: one batch does not fit at any LR
-        # and what the model learns carries no more of the labels than permuted ones would
-        findings = [explained(f, mean, "a loss that pairs every row with every row is minimised by the batch mean, "
-                              "at any LR and for any labels") if f.failure_mode == "lr_too_low"
-                    or f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal") else f for f in findings]
-    unloaded = next((f for f in findings if f.confidence >= VERDICT and f.facts.get("weights_not_loaded")), None)
-    if unloaded is not None:
-        # a linear probe on a random encoder generalises like one on permuted labels: the features, not the labels
-        findings = [explained(f, unloaded, "features from weights that never loaded carry little of the labels")
-                    if f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal") else f for f in findings]
-    copy = next((f for f in findings if f.confidence >= VERDICT and from_rule(f, "denoising_target_is_corrupted")), None)
-    if copy is not None:
-        # trained to reproduce its noisy input, the model learns the noise: validation against the clean signal
-        # turns up as it does (to the noise level), which reads as overfitting
-        findings = [explained(f, copy, "a model trained to copy its noisy input fits the noise, so its error against "
-                              "the clean signal rises") if f.failure_mode == "overfitting" else f for f in findings]
     top = max(findings, key=lambda f: f.confidence, default=None)
     if top is None or top.failure_mode != "loss_function" or top.confidence < VERDICT:
         return findings
@@ -679,7 +684,12 @@ def weigh_by_schedule(findings: list[Finding]) -> list[Finding]:
 
 def slow_lr_explained(findings: list[Finding], cause: Finding, why: str) -> list[Finding]:
     """Every "the LR is too low" reading, explained by `cause` (a bug that makes any LR learn slowly)."""
-    return [explained(f, cause, why) if f.failure_mode == "lr_too_low" else f for f in findings]
+    return symptoms_explained(findings, cause, why, lambda f: f.failure_mode == "lr_too_low")
+
+
+def symptoms_explained(findings: list[Finding], cause: Finding, why: str, is_symptom) -> list[Finding]:
+    """The findings `is_symptom` picks, explained by `cause`; the others as they are."""
+    return [explained(f, cause, why) if is_symptom(f) else f for f in findings]
 
 
 def explained(symptom: Finding, cause: Finding, why: str) -> Finding:
@@ -1415,13 +1425,13 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_named_cause(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
-                              seen.get("grad_norm_snapshot:script")))))), seen.get("overfit_test"), log_loss(), log_val()))
+                              seen.get("grad_norm_snapshot:script"))))))), seen.get("overfit_test"), log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")
