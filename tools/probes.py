@@ -830,7 +830,7 @@ def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
     if not bad:
         return None
     l = bad[0]
-    where, _, fn = (l.get("where") or "").partition(" ")
+    where = (l.get("where") or "").partition(" ")[0]
     loaded = l["keys"] - l["missing"]
     renamed = l.get("renamed")
     return Finding(
