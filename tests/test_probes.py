@@ -400,6 +400,32 @@ def test_batchnorm_left_in_eval_mode_explains_a_high_initial_loss(workspace):
     assert rep.model_training is False and any("BatchNorm1d" in m for m in rep.eval_mode_modules)
 
 
+def test_batchnorm_with_a_tensorflow_style_momentum_is_a_risk_named_with_its_layers(workspace):
+    """Blind dev ecg_rhythm_cnn1d_sgd built every BatchNorm1d with momentum=1e-3 (TF's decay 0.999 copied as is):
+    over its 256 steps the running statistics moved ~23% of the way, and validation never followed training.
+    The probe reads the momentum; whether the run is short enough is the log's to say, so alone it is a risk."""
+    body = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        def make_target():
+            torch.manual_seed(0)
+            x, y = torch.randn(128, 10), torch.randint(0, 3, (128,))
+            model = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32, momentum=MOMENTUM), nn.ReLU(),
+                                  nn.Linear(32, 3))
+            return {"model": model, "data": list(zip(x.split(32), y.split(32))),
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 3}
+    """
+    slow = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("MOMENTUM", "1e-3"))))
+    (f,) = [f for f in slow.findings if f.facts.get("slow_norm_momentum")]
+    assert f.failure_mode == "train_eval_mode" and f.confidence < 0.5 and f.facts["slow_norm_momentum"] == 1e-3
+    assert slow.slow_norm_stats == ["1 (momentum=0.001)"] and "~3000 optimizer steps" in f.summary
+    for momentum in ("0.1", "0.01", "None"):
+        fine = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("MOMENTUM", momentum))))
+        assert not fine.slow_norm_stats and not any(f.facts.get("slow_norm_momentum") for f in fine.findings)
+
+
 HAND_WRITTEN = """
     import torch
     from torch import nn

@@ -1240,3 +1240,42 @@ def test_loaded_weights_re_initialised_by_the_wrapper_fail_the_bad_init_test(wor
     (workspace / "train.py").write_text(textwrap.dedent(REINIT_AFTER_LOAD).replace("INIT", "self.head.apply(init_weights)"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+SLOW_BATCHNORM_NET = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    CFG = {"bn_momentum": 1e-3}
+
+    def make_target():
+        torch.manual_seed(0)
+        x = torch.randn(256, 8) * 3 + 5     # far from the running statistics' start (mean 0, var 1)
+        y = (x[:, 0] > 5).long()
+        model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32, momentum=CFG["bn_momentum"]), nn.ReLU(),
+                              nn.Linear(32, 2))
+        return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 2}
+"""
+
+
+def test_slow_batchnorm_statistics_fail_their_test(workspace):
+    """Blind dev ecg_rhythm_cnn1d_sgd: BatchNorm momentum=1e-3. Every layer is in the right mode, so the mode
+    checks pass on the bug; triage suggests norm_stats_follow for it, which fails on the bug and passes on
+    momentum 0.1."""
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(SLOW_BATCHNORM_NET))
+    top = Finding(failure_mode="train_eval_mode", confidence=0.7, facts={"slow_norm_momentum": 1e-3},
+                  summary="training learnt but val_loss did not follow")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"norm_stats_follow": True}
+    report = _write(workspace, failure_mode="train_eval_mode", target="train.py:make_target", params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_batch_norm_statistics_follow_the_batches"}, report.text()
+    assert report.path.endswith("test_batch_norm_statistics_follow.py")
+    (workspace / "train.py").write_text(textwrap.dedent(SLOW_BATCHNORM_NET).replace("1e-3", "0.1"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

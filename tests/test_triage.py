@@ -1092,6 +1092,7 @@ def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turn
 
 
 def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_explain_their_symptoms():
+    # and layers meant to unfreeze that never train (token_encoder_gradual_unfreeze kept data_pipeline 46%)
     """Blind dev claim_severity_logcosh_mlp (a (B, 1) - (B,) loss) drove with lr_too_low 58% and data_pipeline 53%
     beside the broadcast, and lr_range_test as the first next step; signal_cnn_linear_probe (nothing loaded) kept
     data_pipeline 65%. A model that learns the batch mean, or reads random features, fits nothing at any LR and
@@ -1103,7 +1104,10 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
     for cause, symptoms in ((Finding(failure_mode="shape_mismatch", confidence=0.85, summary="(256, 1) with (256,)",
                                      facts={"rows_against_rows": True}), {"lr_too_low", "data_pipeline"}),
                             (Finding(failure_mode="bad_init", confidence=0.8, summary="filled 0 of the 18 tensors",
-                                     facts={"weights_not_loaded": True}), {"data_pipeline"})):
+                                     facts={"weights_not_loaded": True}), {"data_pipeline"}),
+                            (Finding(failure_mode="frozen_params", confidence=0.6, summary="built before line 238",
+                                     evidence=[Evidence(what="rule", value="optimizer_built_before_unfreeze",
+                                                        source="static_scan train.py:231")]), {"data_pipeline"})):
         weighed = weigh_by_named_cause([cause, slow, labels])
         low = {f.failure_mode for f in weighed if f is not cause and f.confidence < 0.5}
         assert low == symptoms and all(f.summary.startswith("Likely a symptom of")
@@ -1112,3 +1116,22 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
         assert "lr_range_test" not in [s.tool for s in suggest_next(ranked, "train.py:make_target", None)
                                        if cause.failure_mode == "shape_mismatch"]
     assert weigh_by_named_cause([slow, labels]) == [slow, labels]
+
+
+def test_slow_batchnorm_statistics_lead_only_when_validation_did_not_follow_training():
+    """ecg_rhythm_cnn1d_sgd (dev): loss 1.42 -> 0.13 while val_loss went 1.60 -> best 1.27 -> 1.30, read healthy.
+    The probe's momentum risk becomes the verdict with that picture; a validation that followed stays a risk."""
+    from types import SimpleNamespace as NS
+    from tools.triage import weigh_by_norm_stats
+    risk = Finding(failure_mode="train_eval_mode", confidence=0.3, facts={"slow_norm_momentum": 1e-3},
+                   summary="5 batch-norm layer(s) use momentum 0.001")
+    healthy = Finding(failure_mode="healthy", confidence=0.5, summary="loss decreases")
+    loss = NS(name="loss", first=1.42, smoothed_last=0.139, last=0.129)
+    stuck = NS(name="val_loss", first=1.60, min=1.274, smoothed_last=1.318, last=1.298, count=8)
+    weighed = weigh_by_norm_stats([risk, healthy], loss, stuck)
+    (top,) = weighed
+    assert top.failure_mode == "train_eval_mode" and top.confidence >= 0.7 and "did not follow" in top.summary
+    followed = NS(name="val_loss", first=1.63, min=0.110, smoothed_last=0.112, last=0.110, count=8)
+    assert weigh_by_norm_stats([risk, healthy], loss, followed) == [risk, healthy]
+    assert weigh_by_norm_stats([healthy], loss, stuck) == [healthy]
+    assert weigh_by_norm_stats([risk, healthy], loss, None) == [risk, healthy]

@@ -988,6 +988,8 @@ class InitLossReport(ProbeReport):
     random_input_note: str | None = None
     model_training: bool | None = Field(None, description="model.training as the factory returned it")
     eval_mode_modules: list[str] = Field(default_factory=list, description="dropout/batch-norm modules in eval mode")
+    slow_norm_stats: list[str] = Field(default_factory=list,
+                                       description="batch-norm layers whose momentum is under 0.01, with it")
 
     def headline(self) -> str:
         if self.error:
@@ -1012,7 +1014,8 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                          loss_kind=raw.get("loss_kind"), logit_std=out.get("std"), logit_mean=out.get("mean"),
                          constant_outputs=out.get("constant"), output_is_probability=out.get("is_probability"),
                          layers=layers, model_training=raw.get("training_mode"),
-                         eval_mode_modules=[f"{n} ({t})" for n, t in raw.get("eval_mode_modules", [])], **fields)
+                         eval_mode_modules=[f"{n} ({t})" for n, t in raw.get("eval_mode_modules", [])],
+                         slow_norm_stats=[f"{n} (momentum={m:g})" for n, m in raw.get("slow_norm_stats", [])], **fields)
     ri = raw.get("random_input") or {}
     rep.random_input_loss, rep.real_input_loss = ri.get("loss_random_inputs"), ri.get("loss_real_inputs")
     rep.random_input_note = ri.get("skipped")
@@ -1032,6 +1035,9 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     mode = eval_mode_finding(rep.model_training, rep.eval_mode_modules, src)
     if mode:
         rep.findings.append(mode)
+    slow = slow_norm_finding(raw.get("slow_norm_stats") or [], src)
+    if slow:
+        rep.findings.append(slow)
     if rep.verdict == "too_high" and mode and mode.confidence >= 0.8:
         # batch-norm layers in eval mode normalise with their untouched running stats (0/1): the output
         # scale blows up and the initial loss with it, so the mode explains the loss
@@ -1169,6 +1175,24 @@ def eval_mode_finding(training: bool | None, eval_modules: list[str], src: str) 
             fix="Find the .eval() call on the submodule; call model.train() on the whole model before training "
                 "(fine if you froze a pretrained backbone's batch-norm on purpose)")
     return None
+
+
+def slow_norm_finding(slow: list, src: str) -> Finding | None:
+    """Batch-norm running statistics that move by `momentum` of the way per step reach the batches' statistics
+    only after ~3/momentum steps; before that, evaluation normalises with values near their start (mean 0, var 1).
+    Whether the run is that short is the log's to say (triage weighs it): here it is a risk."""
+    if not slow:
+        return None
+    m = min(mom for _, mom in slow)
+    return Finding(
+        failure_mode="train_eval_mode", confidence=0.3,
+        summary=f"{len(slow)} batch-norm layer(s) use momentum {m:g}: their running statistics average over "
+                f"~{1 / m:.0f} steps, so a run shorter than ~{3 / m:.0f} optimizer steps evaluates with statistics "
+                "still near their start (mean 0, variance 1) while training uses each batch's own",
+        evidence=[Evidence(what="batch-norm momentum", value=f"{n} {mom:g}", source=src) for n, mom in slow[:4]],
+        facts={"slow_norm_momentum": m},
+        fix="Use momentum=0.1 (PyTorch's default; a TensorFlow decay d is momentum=1-d) or momentum=None (a "
+            "cumulative average); then evaluation follows training")
 
 
 async def init_loss_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,

@@ -93,8 +93,9 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
        "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation; with "
        "eval_deterministic, the model in eval mode gives the same loss twice on one batch (no functional dropout "
-       "left on).",
-       {"phase": "train", "eval_deterministic": False}),
+       "left on); with norm_stats_follow, after norm_steps training-mode passes without updates "
+       "the running statistics of every batch-norm layer are near the batches it saw (a momentum far below 0.1 is not).",
+       {"phase": "train", "eval_deterministic": False, "norm_stats_follow": False, "norm_steps": 50}),
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
@@ -597,6 +598,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "rows_keep_their_labels"  # the coded-tables check, whatever mode it was written for
     if failure_mode == "train_eval_mode" and (params or {}).get("phase") == "eval":
         default = "evaluates_in_eval_mode"  # the test is about the user's evaluation, not the training step
+    if failure_mode == "train_eval_mode" and (params or {}).get("norm_stats_follow"):
+        default = "batch_norm_statistics_follow"
     slug = slug_for_test(name if name is not None else default)
     for spec, file, what in ((target, target_file, "target"), (function, function_file, "function")):
         if spec:

@@ -967,13 +967,6 @@ def rule_graph_cut(f: ParsedFile) -> list[Hit]:
     return hits
 
 
-def _ancestors(f: ParsedFile, node: ast.AST) -> Iterator[ast.AST]:
-    up = f.parent.get(node)
-    while up is not None and not isinstance(up, ast.stmt):
-        yield up
-        up = f.parent.get(up)
-
-
 def _deliberate_detach(f: ParsedFile, cut: ast.AST, buffers: set[str]) -> bool:
     """A stop-gradient that leaves a live path or cuts nothing trainable: a straight-through estimator
     (x + (q - x).detach(), soft - soft.detach()), a detached weight (loss * w.detach()), a buffer

@@ -604,7 +604,8 @@ def from_rule(f: Finding, *rules: str) -> bool:
 def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
     """Bugs that make the model learn something other than the task, each with the readings it causes: a loss over
     every row against every row (the batch mean fits it at any LR, for any labels), weights that never loaded (a
-    probe on random features beats permuted labels by nothing), a denoiser scored against its own noisy input (its
+    probe on random features beats permuted labels by nothing), layers meant to be unfrozen that never train (the
+    same, through the head alone), a denoiser scored against its own noisy input (its
     error against the clean signal turns up, which reads as overfitting). Those readings are marked its symptoms."""
     labels_flat = lambda f: f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")  # noqa: E731
     causes = [
@@ -613,6 +614,8 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
          lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
         (lambda f: f.facts.get("weights_not_loaded"),
          "features from weights that never loaded carry little of the labels", labels_flat),
+        (lambda f: from_rule(f, "optimizer_built_before_unfreeze", "requires_grad_set_on_module"),
+         "a model whose unfrozen layers never train fits its labels only through the head", labels_flat),
         (lambda f: from_rule(f, "denoising_target_is_corrupted"),
          "a model trained to copy its noisy input fits the noise, so its error against the clean signal rises",
          lambda f: f.failure_mode == "overfitting"),
@@ -984,6 +987,39 @@ def weigh_by_run_progress(findings: list[Finding], overfit, log_loss, log_val) -
 LEARNS_BATCH_NOT_RUN = 0.6
 
 
+SLOW_NORM_SEEN = 0.7  # slow batch-norm statistics and a validation that did not follow a training that learnt
+
+
+def weigh_by_norm_stats(findings: list[Finding], log_loss, log_val) -> list[Finding]:
+    """Batch norm with a tiny momentum (init_loss_check reads it) is a risk until the log shows its symptom:
+    training learnt (its loss at most half its start) while validation, on the same kind of data, kept less than
+    half of that progress and ends at least twice the training loss. Training normalises each batch with its own
+    statistics; evaluation uses running ones that are still near their start."""
+    slow = next((f for f in findings if f.facts.get("slow_norm_momentum")), None)
+    if slow is None or log_loss is None or log_val is None or (log_val.count or 0) < 3:
+        return findings
+    first, last = _first_last(log_loss)
+    v_first, v_best, v_end = log_val.first, log_val.min, getattr(log_val, "smoothed_last", None) or log_val.last
+    if not all(is_finite(v) and v > 0 for v in (first, last, v_first, v_best, v_end)) or last > 0.5 * first:
+        return findings
+    learnt, followed = 1 - last / first, 1 - v_best / v_first
+    if followed >= 0.5 * learnt or v_end < 2 * last:
+        return findings
+    m = slow.facts["slow_norm_momentum"]
+    seen = slow.model_copy(update={
+        "confidence": SLOW_NORM_SEEN,
+        "summary": (f"training learnt ({log_loss.name} {_fmt(first)} -> {_fmt(last)}) but {log_val.name} did not "
+                    f"follow ({_fmt(v_first)} -> best {_fmt(v_best)}, ends {_fmt(v_end)}): evaluation normalises with "
+                    f"batch-norm running statistics that move {m:g} of the way per step, still near their start. "
+                    + slow.summary),
+        "evidence": slow.evidence + [
+            Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
+                     source="log_metrics"),
+            Evidence(what=f"logged {log_val.name} first -> best -> end",
+                     value=f"{_fmt(v_first)} -> {_fmt(v_best)} -> {_fmt(v_end)}", source="log_metrics")]})
+    return [seen if f is slow else f for f in findings if f.failure_mode != "healthy"]
+
+
 # static rules that say each row carries another row's label (the labels are noise to the model)
 LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
 
@@ -1162,6 +1198,10 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if from_rule(top, "functional_dropout_always_on") and target:
             # a module-mode check passes on this bug (no dropout module exists); the loss in eval mode does not
             args["params"] = {"eval_deterministic": True}
+        if top.facts.get("slow_norm_momentum") and target:
+            # the mode checks pass on this bug (every layer is in the right mode): what is wrong is how slowly the
+            # running statistics follow, which the factory's model shows after some training-mode passes
+            args["params"] = {"norm_stats_follow": True}
         if from_rule(top, "denoising_target_is_corrupted") and target:
             # the one-batch and sign checks pass on a denoiser scored against its own input: it minimises that fine
             args["params"] = {"target_not_input": True}
@@ -1425,13 +1465,14 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_named_cause(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_norm_stats(weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_named_cause(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
-                              seen.get("grad_norm_snapshot:script"))))))), seen.get("overfit_test"), log_loss(), log_val()))
+                              seen.get("grad_norm_snapshot:script"))))))), seen.get("overfit_test"), log_loss(), log_val()),
+                              log_loss(), log_val()))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

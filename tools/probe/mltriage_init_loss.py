@@ -63,6 +63,18 @@ def eval_mode_modules(model) -> list:
             if type(m).__name__.startswith(NORM_TYPES) and not m.training and not frozen(n, m)][:20]
 
 
+# PyTorch's default is 0.1, and TensorFlow's default decay 0.99 ports to 0.01: a smaller momentum is a running
+# average over more than 100 steps (a TF decay of 0.999 copied as momentum=1e-3 averages over ~1000)
+SLOW_NORM = 0.01
+
+
+def slow_norm_stats(model) -> list:
+    """Batch-norm layers whose running statistics follow the batches slowly: [name, momentum]."""
+    return [[n or "(root)", m.momentum] for n, m in model.named_modules()
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+            and m.momentum is not None and m.momentum < SLOW_NORM][:20]
+
+
 def run(job):
     a = job.args
     n_batches = int(a.get("batches", 4))
@@ -135,7 +147,8 @@ def run(job):
     report = {"loss": loss, "total_loss": total, "loss_reduction": spy.reduction, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
               "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training,
-              "eval_mode_modules": eval_mode_modules(model), "outer_broadcasts": bcast.hits,
+              "eval_mode_modules": eval_mode_modules(model), "slow_norm_stats": slow_norm_stats(model),
+              "outer_broadcasts": bcast.hits,
               "weight_loads": target.weight_loads}
     if spy.input is not None and spy.input.is_floating_point() and spy.input.numel():
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
