@@ -1101,6 +1101,11 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
     slow = Finding(failure_mode="lr_too_low", confidence=0.58, summary="the loss did not move on a single batch")
     labels = Finding(failure_mode="data_pipeline", confidence=0.65, facts={"labels_no_signal": True},
                      summary="training on the real labels generalises no better than training on permuted labels")
+    never = Finding(failure_mode="data_pipeline", confidence=0.7, facts={"never_beat_prior": True, "val_flat": True},
+                    summary="val_mse ended no better than its first value nor the label prior")  # motor_claim_severity
+    assert {f.failure_mode: f.confidence < 0.5 for f in weigh_by_named_cause([Finding(
+        failure_mode="shape_mismatch", confidence=0.97, summary="[128, 1] with [128]", facts={"rows_against_rows": True}),
+        never])} == {"shape_mismatch": False, "data_pipeline": True}
     for cause, symptoms in ((Finding(failure_mode="shape_mismatch", confidence=0.85, summary="(256, 1) with (256,)",
                                      facts={"rows_against_rows": True}), {"lr_too_low", "data_pipeline"}),
                             (Finding(failure_mode="bad_init", confidence=0.8, summary="filled 0 of the 18 tensors",

@@ -607,7 +607,9 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
     probe on random features beats permuted labels by nothing), layers meant to be unfrozen that never train (the
     same, through the head alone), a denoiser scored against its own noisy input (its
     error against the clean signal turns up, which reads as overfitting). Those readings are marked its symptoms."""
-    labels_flat = lambda f: f.failure_mode == "data_pipeline" and f.facts.get("labels_no_signal")  # noqa: E731
+    # data_check's labels that carry no signal, and a validation that never beat the label prior: nothing learnt
+    labels_flat = lambda f: f.failure_mode == "data_pipeline" and (  # noqa: E731
+        f.facts.get("labels_no_signal") or f.facts.get("never_beat_prior"))
     causes = [
         (lambda f: f.facts.get("rows_against_rows"),
          "a loss that pairs every row with every row is minimised by the batch mean, at any LR and for any labels",
