@@ -1769,6 +1769,13 @@ def test_a_learning_rate_handed_to_lambda_lr_as_its_factor_squares_the_lr():
     assert scan(NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: min(1.0, (it + 1) / warmup_iters)")) == []
     assert "learning_rate_as_lambda_factor" in scan(
         NANOGPT_LAMBDA.replace("lr_lambda=get_lr", "lr_lambda=lambda it: learning_rate * min(1.0, it / warmup_iters)"))
+    # the LR read from a config object (blind dev signal_cnn1d_adamw_warmup_cosine: cfg.lr, in a nested lr_lambda)
+    cfg = NANOGPT_LAMBDA.replace("learning_rate, min_lr, warmup_iters, lr_decay_iters = 1e-3, 1e-4, 60, 800",
+                                 "class cfg:\n    lr = 1e-3\nmin_lr, warmup_iters, lr_decay_iters = 1e-4, 60, 800"
+                                 ).replace("learning_rate", "cfg.lr")
+    assert "learning_rate_as_lambda_factor" in scan(cfg), cfg
+    assert scan(cfg.replace("lr_lambda=get_lr", "lr_lambda=lambda it: get_lr(it) / cfg.lr")) == []
+    assert scan(cfg.replace("lr=cfg.lr)", "lr=1.0)")) == []
 
 
 GRU_FORECASTER = """

@@ -1814,15 +1814,20 @@ def _lr_names(f: ParsedFile) -> set[str]:
             for kw in n.keywords:
                 if kw.arg == "lr" and isinstance(kw.value, ast.Name) and _number(f, kw.value) != 1.0:
                     names.add(kw.value.id)
+                elif kw.arg == "lr" and isinstance(kw.value, (ast.Attribute, ast.Subscript)):
+                    names.add(_src(kw.value))  # cfg.lr, args.lr, config["lr"] (blind dev signal_cnn1d_adamw_...)
     return names
 
 
 def _numerator_names(e: ast.AST) -> set[str]:
-    """Names an expression grows with: every Name except those under a division's denominator."""
+    """Names an expression grows with: every Name (and attribute chain or subscript, as written) except those
+    under a division's denominator."""
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
         return _numerator_names(e.left)
     if isinstance(e, ast.Name):
         return {e.id}
+    if isinstance(e, (ast.Attribute, ast.Subscript)):
+        return {_src(e)} | _numerator_names(e.value)
     return set().union(*[_numerator_names(c) for c in ast.iter_child_nodes(e)]) if list(ast.iter_child_nodes(e)) \
         else set()
 
