@@ -426,6 +426,75 @@ def test_batchnorm_with_a_tensorflow_style_momentum_is_a_risk_named_with_its_lay
         assert not fine.slow_norm_stats and not any(f.facts.get("slow_norm_momentum") for f in fine.findings)
 
 
+ROW_MIXING = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Reader(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.rnn = nn.GRU(16, 24, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(48, 3)
+
+        def forward(self, x):
+            _, h_n = self.rnn(self.emb(x))
+            return self.head(FEATURES)
+
+    def make_target():
+        torch.manual_seed(0)
+        x, y = torch.randint(0, 50, (96, 12)), torch.randint(0, 3, (96,))
+        return {"model": Reader(), "data": list(zip(x.split(32), y.split(32))),
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 3}
+"""
+
+
+@pytest.mark.parametrize("features, mixed", [
+    ("h_n.view(x.shape[0], -1)", True),  # (2, B, H) viewed as (B, 2H): rows i and B/2 share a state
+    ("h_n.permute(1, 0, 2).reshape(x.shape[0], -1)", False),
+    ("torch.cat([h_n[-2], h_n[-1]], dim=1)", False),
+])
+def test_a_model_that_mixes_the_rows_of_a_batch_is_a_shape_mismatch(workspace, features, mixed):
+    """Fresh blind dev bilstm_review_sentiment: h_n.view(batch, -1) of a bidirectional state, read as data_pipeline
+    (labels without signal). In eval mode, row 0 made a copy of row 1 must leave rows 2.. as they were."""
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, ROW_MIXING.replace("FEATURES", features))))
+    found = [f for f in rep.findings if f.facts.get("rows_mixed")]
+    assert rep.rows_mixed is not None and bool(rep.rows_mixed["other_rows_moved"]) is mixed, rep.rows_mixed
+    assert [f.failure_mode for f in found] == (["shape_mismatch"] if mixed else []), rep.text()
+
+
+def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_first_lm_is_not_judged(workspace):
+    """An LSTM built without batch_first=True reads a (B, T, E) batch as (T, B, E): row i sees rows before it. A
+    genuinely sequence-first LM ((T, B) tokens and targets) has time on dim 0, where later steps read earlier ones
+    by design: without one label per row the check does not judge it."""
+    classifier = ROW_MIXING.replace("bidirectional=True, batch_first=True", "bidirectional=True").replace(
+        "_, h_n = self.rnn(self.emb(x))", "out, _ = self.rnn(self.emb(x))").replace("FEATURES", "out[:, -1]")
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, classifier)))
+    assert rep.rows_mixed["other_rows_moved"] > 0 and "shape_mismatch" in modes(rep), rep.rows_mixed
+    lm = """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.rnn, self.head = nn.Embedding(20, 16), nn.LSTM(16, 32), nn.Linear(32, 20)
+
+            def forward(self, x):
+                return self.head(self.rnn(self.emb(x))[0])
+
+        def make_target():
+            torch.manual_seed(0)
+            seq = torch.randint(0, 20, (25, 16))   # (T + 1, B), sequence-first as in word_language_model
+            return {"model": LM(), "batch": (seq[:-1], seq[1:]), "task": "lm", "num_classes": 20,
+                    "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).reshape(-1, 20), b[1].reshape(-1))}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, lm)))
+    assert rep.rows_mixed is None and "shape_mismatch" not in modes(rep), rep.text()
+
+
 HAND_WRITTEN = """
     import torch
     from torch import nn

@@ -1279,3 +1279,49 @@ def test_slow_batchnorm_statistics_fail_their_test(workspace):
     (workspace / "train.py").write_text(textwrap.dedent(SLOW_BATCHNORM_NET).replace("1e-3", "0.1"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+ROWS_VIEWED_ACROSS_THE_BATCH = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Reader(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.rnn = nn.LSTM(16, 24, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(48, 3)
+
+        def forward(self, x):
+            _, (h_n, _) = self.rnn(self.emb(x))
+            return self.head(h_n.view(x.shape[0], -1))
+
+    def make_target():
+        torch.manual_seed(0)
+        x, y = torch.randint(0, 50, (64, 10)), torch.randint(0, 3, (64,))
+        return {"model": Reader(), "data": list(zip(x.split(32), y.split(32))),
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 3}
+"""
+
+
+def test_rows_mixed_across_the_batch_fail_their_test(workspace):
+    """Fresh blind dev bilstm_review_sentiment: h_n.view(B, -1) of a (2, B, H) state. The loss's shapes match, so
+    the shape checks pass on the bug; triage suggests rows_apart for a rows_mixed finding, which fails on the bug
+    and passes on h_n.permute(1, 0, 2).reshape(B, -1)."""
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(ROWS_VIEWED_ACROSS_THE_BATCH))
+    top = Finding(failure_mode="shape_mismatch", confidence=0.8, facts={"rows_mixed": True},
+                  summary="the model mixes the rows of a batch")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"rows_apart": True}
+    report = _write(workspace, failure_mode="shape_mismatch", target="train.py:make_target", params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_rows_of_a_batch_stay_apart"}, report.text()
+    assert report.path.endswith("test_rows_stay_apart.py")
+    (workspace / "train.py").write_text(textwrap.dedent(ROWS_VIEWED_ACROSS_THE_BATCH).replace(
+        "h_n.view(x.shape[0], -1)", "h_n.permute(1, 0, 2).reshape(x.shape[0], -1)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

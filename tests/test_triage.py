@@ -1108,6 +1108,8 @@ def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_e
         never])} == {"shape_mismatch": False, "data_pipeline": True}
     for cause, symptoms in ((Finding(failure_mode="shape_mismatch", confidence=0.85, summary="(256, 1) with (256,)",
                                      facts={"rows_against_rows": True}), {"lr_too_low", "data_pipeline"}),
+                            (Finding(failure_mode="shape_mismatch", confidence=0.8, summary="the model mixes rows",
+                                     facts={"rows_mixed": True}), {"lr_too_low", "data_pipeline"}),
                             (Finding(failure_mode="bad_init", confidence=0.8, summary="filled 0 of the 18 tensors",
                                      facts={"weights_not_loaded": True}), {"data_pipeline"}),
                             (Finding(failure_mode="frozen_params", confidence=0.6, summary="built before line 238",

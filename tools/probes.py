@@ -990,6 +990,8 @@ class InitLossReport(ProbeReport):
     eval_mode_modules: list[str] = Field(default_factory=list, description="dropout/batch-norm modules in eval mode")
     slow_norm_stats: list[str] = Field(default_factory=list,
                                        description="batch-norm layers whose momentum is under 0.01, with it")
+    rows_mixed: dict | None = Field(None, description="eval mode, row 0 made a copy of row 1: how many other rows' "
+                                                  "outputs moved (None: not judged)")
 
     def headline(self) -> str:
         if self.error:
@@ -1038,6 +1040,10 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     slow = slow_norm_finding(raw.get("slow_norm_stats") or [], src)
     if slow:
         rep.findings.append(slow)
+    rep.rows_mixed = raw.get("rows_mixed")
+    mixed = rows_mixed_finding(rep.rows_mixed, src)
+    if mixed:
+        rep.findings.append(mixed)
     if rep.verdict == "too_high" and mode and mode.confidence >= 0.8:
         # batch-norm layers in eval mode normalise with their untouched running stats (0/1): the output
         # scale blows up and the initial loss with it, so the mode explains the loss
@@ -1175,6 +1181,27 @@ def eval_mode_finding(training: bool | None, eval_modules: list[str], src: str) 
             fix="Find the .eval() call on the submodule; call model.train() on the whole model before training "
                 "(fine if you froze a pretrained backbone's batch-norm on purpose)")
     return None
+
+
+def rows_mixed_finding(mixed: dict | None, src: str) -> Finding | None:
+    """Karpathy's "use backprop to chart dependencies" (A Recipe for Training Neural Networks, 2019), done with a
+    forward pass: in eval mode a row's output must not depend on the other rows of its batch."""
+    if not mixed or not mixed.get("other_rows_moved"):
+        return None
+    n, rows = mixed["other_rows_moved"], mixed["rows"]
+    return Finding(
+        failure_mode="shape_mismatch", confidence=0.8,
+        summary=f"the model mixes the rows of a batch: in eval mode, with row 0 replaced by a copy of row 1, the "
+                f"outputs of {n} of the other {rows - 2} rows changed (first: row {mixed['first_moved']}), so each "
+                "label is scored against features of other samples",
+        evidence=[Evidence(what="other rows whose output moved", value=f"{n} of {rows - 2}", source=src),
+                  Evidence(what="largest change / output scale", value=mixed.get("max_change"), source=src)],
+        facts={"rows_mixed": True},
+        fix="Find the op that crosses the batch dimension: a .view/.reshape of a (layers*directions, B, H) RNN state "
+            "(use h_n.permute(1, 0, 2).reshape(B, -1) or torch.cat([h_n[-2], h_n[-1]], 1)), an nn.LSTM/GRU/"
+            "MultiheadAttention fed (B, T, ...) without batch_first=True, a mean/sum over dim 0 meant for time; "
+            "print the shapes through forward()",
+        avoid="Do not tune the LR or the data: the model pairs each label with other samples' features")
 
 
 def slow_norm_finding(slow: list, src: str) -> Finding | None:

@@ -79,8 +79,9 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
         "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",
        "Model output and target shapes match and the loss does not broadcast them, not even in hand-written "
-       "arithmetic ((N, 1) against (N,)).",
-       {"num_classes": None, "label_key": None}),
+       "arithmetic ((N, 1) against (N,)); with rows_apart, in eval mode a row's output does not move when another "
+       "row of the batch changes.",
+       {"num_classes": None, "label_key": None, "rows_apart": False}),
     _T("loss_function", "target",
        "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
        "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
@@ -598,6 +599,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "rows_keep_their_labels"  # the coded-tables check, whatever mode it was written for
     if failure_mode == "train_eval_mode" and (params or {}).get("phase") == "eval":
         default = "evaluates_in_eval_mode"  # the test is about the user's evaluation, not the training step
+    if failure_mode == "shape_mismatch" and (params or {}).get("rows_apart"):
+        default = "rows_stay_apart"
     if failure_mode == "train_eval_mode" and (params or {}).get("norm_stats_follow"):
         default = "batch_norm_statistics_follow"
     slug = slug_for_test(name if name is not None else default)

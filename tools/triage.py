@@ -614,6 +614,9 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
         (lambda f: f.facts.get("rows_against_rows"),
          "a loss that pairs every row with every row is minimised by the batch mean, at any LR and for any labels",
          lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
+        (lambda f: f.facts.get("rows_mixed"),
+         "a model that mixes the rows of a batch scores each label against other samples' features",
+         lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
         (lambda f: f.facts.get("weights_not_loaded"),
          "features from weights that never loaded carry little of the labels", labels_flat),
         (lambda f: from_rule(f, "optimizer_built_before_unfreeze", "requires_grad_set_on_module"),
@@ -1200,6 +1203,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if from_rule(top, "functional_dropout_always_on") and target:
             # a module-mode check passes on this bug (no dropout module exists); the loss in eval mode does not
             args["params"] = {"eval_deterministic": True}
+        if top.facts.get("rows_mixed") and target:
+            # the loss's shapes can match while the model pairs rows with other rows' features
+            args["params"] = {"rows_apart": True}
         if top.facts.get("slow_norm_momentum") and target:
             # the mode checks pass on this bug (every layer is in the right mode): what is wrong is how slowly the
             # running statistics follow, which the factory's model shows after some training-mode passes

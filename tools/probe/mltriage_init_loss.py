@@ -75,6 +75,70 @@ def slow_norm_stats(model) -> list:
             and m.momentum is not None and m.momentum < SLOW_NORM][:20]
 
 
+SEQ_FIRST_LAYERS = (torch.nn.RNNBase, torch.nn.MultiheadAttention)  # batch_first=False by default
+
+
+def _row_copied(obj, rows: int):
+    """The batch with row 1 copied into row 0 of every tensor whose first dimension is the batch's `rows` (inputs,
+    labels, lengths alike, so the batch stays valid: sorted lengths stay sorted)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.dim() == 0 or obj.shape[0] != rows:
+            return obj
+        out = obj.clone()
+        out[0] = obj[1]
+        return out
+    if isinstance(obj, (list, tuple)):
+        items = [_row_copied(v, rows) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, dict):
+        return type(obj)({k: _row_copied(v, rows) for k, v in obj.items()})
+    return obj
+
+
+def rows_mixed(target, model, batch) -> dict | None:
+    """Does the model's output for a row move when another row of the batch changes? In eval mode no layer should
+    mix rows (batch norm uses its running statistics), so rows 2.. must give the same output when row 0 becomes a
+    copy of row 1. A view/reshape across the batch dimension, an RNN fed batch-first without batch_first=True or a
+    reduction over dim 0 mixes them. None when it cannot be judged (no batch-first output, a random eval)."""
+    tensors = [t for _, t in T.flatten(batch) if t.dim() > 0]
+    rows = tensors[0].shape[0] if tensors else 0
+    if rows < 4:
+        return None
+    # a sequence-first model's dim 0 is time, which a later step may read: judge only with one label per row
+    seq_first = any(isinstance(m, SEQ_FIRST_LAYERS) and not getattr(m, "batch_first", True) for m in model.modules())
+    if seq_first and not any(t.dim() == 1 and t.shape[0] == rows for t in tensors[1:]):
+        return None
+    outs = []
+    hook = model.register_forward_hook(lambda m, i, o: outs.append(T.prediction(o)) if len(outs) < 3 else None)
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in (batch, batch, _row_copied(batch, rows)):
+                n = len(outs)
+                torch.manual_seed(0)  # the same random draws each time (a functional dropout left on)
+                target.loss(model, b)
+                if len(outs) == n:
+                    return None  # the loss never called the model's root
+    except Exception:  # noqa: BLE001 - a batch the model cannot take this way: not this check's business
+        return None
+    finally:
+        hook.remove()
+        model.train(was)
+    a, again, b = outs[:3]
+    if any(o is None or o.dim() == 0 or o.shape[0] != rows for o in (a, again, b)) or a.shape != b.shape:
+        return None
+    a, again, b = a[2:].float(), again[2:].float(), b[2:].float()
+    if a.dim() == 2 and a.shape[1] == rows:  # a row-against-row score matrix (in-batch negatives): rows 0, 1 are
+        a, again, b = a[:, 2:], again[:, 2:], b[:, 2:]  # columns there, and they did change
+    scale = a.abs().max().item() + 1e-6
+    if not torch.equal(a, again) and (a - again).abs().max().item() > 1e-6 * scale:
+        return None  # the eval forward is not deterministic: nothing to compare
+    moved = ((a - b).abs().reshape(rows - 2, -1).amax(1) > 1e-4 * scale).nonzero().flatten().tolist()
+    return {"rows": rows, "other_rows_moved": len(moved), "first_moved": (moved[0] + 2) if moved else None,
+            "max_change": (a - b).abs().max().item() / scale}
+
+
 def run(job):
     a = job.args
     n_batches = int(a.get("batches", 4))
@@ -154,6 +218,7 @@ def run(job):
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
         report["loss_input"] = {"min": lo, "max": hi, "n": spy.input.numel()}
     reconstructs = spy.target is not None and spy.target.data_ptr() in fed
+    report["rows_mixed"] = rows_mixed(target, model, batches[0])
     report["random_input"] = random_input_test(target, model, batches, spy, train_steps, reconstructs)
     return report
 
