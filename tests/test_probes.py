@@ -495,6 +495,44 @@ def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_firs
     assert rep.rows_mixed is None and "shape_mismatch" not in modes(rep), rep.text()
 
 
+CHANNELS_LAST_IMAGES = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def render(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        y = torch.randint(0, 2, (n,), generator=g)
+        fg, bg = torch.rand(n, 1, 1, 3, generator=g), torch.rand(n, 1, 1, 3, generator=g)
+        yy, xx = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
+        bar = torch.where(y[:, None, None] == 1, (xx - 8).abs() < 3, (yy - 8).abs() < 3).float()[..., None]
+        return (bar * fg + (1 - bar) * bg + 0.05 * torch.randn(n, 16, 16, 3, generator=g)), y   # (N, H, W, C)
+
+    def make_target():
+        torch.manual_seed(0)
+        x, y = render(96, 0)
+        x = TO_CHW
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(),
+                              nn.Linear(8 * 16, 2))
+        return {"model": model, "data": list(zip(x.split(32), y.split(32))),
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 2,
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("to_chw, interleaved", [("x.reshape(len(x), 3, 16, 16)", True),
+                                                 ("x.permute(0, 3, 1, 2).contiguous()", False)])
+def test_channels_last_images_read_as_channels_first_are_named(workspace, to_chw, interleaved):
+    """Fresh blind dev rgb_glyphs_cnn_sgd_multistep: an (N, H, W, 3) array turned into (N, 3, H, W) with .reshape,
+    read healthy (the CNN still reached 0.90). Along W, values 3 apart then correlate far more than neighbours."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, CHANNELS_LAST_IMAGES.replace("TO_CHW", to_chw))))
+    (img,) = [i for i in rep.inputs if i.channel_interleave]
+    found = [f for f in rep.findings if f.facts.get("channels_interleaved")]
+    assert bool(found) is interleaved, (img.channel_interleave, rep.text())
+    if found:
+        assert found[0].failure_mode == "data_pipeline" and found[0].confidence >= 0.7 and "permute" in found[0].fix
+
+
 HAND_WRITTEN = """
     import torch
     from torch import nn

@@ -1325,3 +1325,21 @@ def test_rows_mixed_across_the_batch_fail_their_test(workspace):
         "h_n.view(x.shape[0], -1)", "h_n.permute(1, 0, 2).reshape(x.shape[0], -1)"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_channels_last_images_read_as_channels_first_fail_their_test(workspace):
+    """Fresh blind dev rgb_glyphs_cnn_sgd_multistep: .reshape(N, 3, H, W) of (N, H, W, 3) images. The labels still
+    generalise (the CNN reaches 0.90), so the real-vs-shuffled check passes on the bug; the image-layout check
+    fails on it and passes on .permute(0, 3, 1, 2)."""
+    from test_probes import CHANNELS_LAST_IMAGES
+
+    (workspace / "train.py").write_text(textwrap.dedent(CHANNELS_LAST_IMAGES.replace(
+        "TO_CHW", "x.reshape(len(x), 3, 16, 16)")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={"steps": 60})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and "test_image_channels_are_not_interleaved" in failed, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(CHANNELS_LAST_IMAGES.replace(
+        "TO_CHW", "x.permute(0, 3, 1, 2).contiguous()")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

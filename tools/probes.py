@@ -1183,6 +1183,26 @@ def eval_mode_finding(training: bool | None, eval_modules: list[str], src: str) 
     return None
 
 
+INTERLEAVED = 0.2  # pixels C apart along W correlate this much more than neighbours: the channels sit side by side
+
+
+def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
+    ci = i.channel_interleave or {}
+    lag1, lag_c, c = ci.get("lag1_corr"), ci.get("lag_channels_corr"), ci.get("channels")
+    if not (is_finite(lag1) and is_finite(lag_c)) or lag_c < 0.5 or lag_c < lag1 + INTERLEAVED:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75,
+        summary=f"{i.name} {i.shape} looks like channels-last data read as channels-first: along its last axis, "
+                f"pixels {c} apart correlate {lag_c:.2f} but neighbours only {lag1:.2f}, so each pixel's {c} channels "
+                "sit side by side (an (N, H, W, C) array reshaped or viewed to (N, C, H, W) scrambles rows and colours)",
+        evidence=[Evidence(what="correlation of neighbouring values along W", value=lag1, source=src),
+                  Evidence(what=f"correlation of values {c} apart along W", value=lag_c, source=src)],
+        fix="Move the channel axis with x.permute(0, 3, 1, 2) (then .contiguous()), never .reshape/.view; show one "
+            "image as the model receives it to check",
+        location=i.name, facts={"channels_interleaved": True})
+
+
 def rows_mixed_finding(mixed: dict | None, src: str) -> Finding | None:
     """Karpathy's "use backprop to chart dependencies" (A Recipe for Training Neural Networks, 2019), done with a
     forward pass: in eval mode a row's output must not depend on the other rows of its batch."""
@@ -1250,6 +1270,8 @@ class InputStat(BaseModel):
     leak_feature: int | None = None
     leak_label_explained: Num = Field(None, description="share of label variance one feature alone explains")
     leak_exact_copy: bool | None = None
+    channel_interleave: dict | None = Field(None, description="an image batch: neighbouring-pixel correlation along "
+                                                              "W at lag 1 and at lag C")
 
 
 class LabelStat(BaseModel):
@@ -1456,6 +1478,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
         leak = _leakage_finding(i, src)
         if leak:
             rep.findings.append(leak)
+        inter = interleaved_channels_finding(i, src)
+        if inter:
+            rep.findings.append(inter)
         lo_hi = i.feature_mean_range + i.feature_std_range
         if len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
                 max(abs(lo_hi[0]), abs(lo_hi[1])) > 10 or lo_hi[3] > 20):

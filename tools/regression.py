@@ -100,7 +100,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
-       "match each row's padding; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
+       "match each row's padding; an (N, 3 or 4, H, W) image batch does not hold channels-last data read as "
+       "channels-first; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
        "std <= max_std).",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0}),

@@ -27,6 +27,24 @@ def _distinct_batches(target, n):
     return out
 
 
+def channel_interleave(x: torch.Tensor) -> dict | None:
+    """An image batch (N, C, H, W), C of 3 or 4: are neighbouring pixels along W less alike than pixels C apart?
+    An (N, H, W, C) array reshaped or viewed to (N, C, H, W) instead of permuted reads each pixel's channels
+    side by side along W, so the same channel recurs every C steps. Correlation of x[..., :-k] with x[..., k:]."""
+    if x.dim() != 4 or x.shape[1] not in (3, 4) or x.shape[-1] < 8 or not x.is_floating_point():
+        return None
+    c = int(x.shape[1])
+    x = x[:64].float()
+
+    def corr(k):
+        a, b = x[..., :-k].reshape(-1), x[..., k:].reshape(-1)
+        a, b = a - a.mean(), b - b.mean()
+        return (a * b).sum() / (a.norm() * b.norm() + 1e-12)
+
+    lag1, lag_c = T.to_floats(corr(1), corr(c))
+    return {"channels": c, "lag1_corr": lag1, "lag_channels_corr": lag_c}
+
+
 def _concat(ts):
     try:
         return torch.cat([t.detach() for t in ts]) if len(ts) > 1 else ts[0].detach()
@@ -408,6 +426,9 @@ def run(job):
                          feature_mean_range=[min(means), max(means)], feature_std_range=[min(stds), max(stds)],
                          constant_features=[i for i, s in enumerate(stds) if s == 0.0][:20],
                          feature_means=means[:64], feature_stds=stds[:64])
+            inter = channel_interleave(x)
+            if inter is not None:
+                entry["channel_interleave"] = inter
             if y is not None:
                 score = leakage(x, y)
                 if score is not None:
