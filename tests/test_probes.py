@@ -421,6 +421,7 @@ def test_batchnorm_with_a_tensorflow_style_momentum_is_a_risk_named_with_its_lay
     (f,) = [f for f in slow.findings if f.facts.get("slow_norm_momentum")]
     assert f.failure_mode == "train_eval_mode" and f.confidence < 0.5 and f.facts["slow_norm_momentum"] == 1e-3
     assert slow.slow_norm_stats == ["1 (momentum=0.001)"] and "~3000 optimizer steps" in f.summary
+    assert "train mode" in f.avoid  # not the mode bug's "call model.train()": every layer is in the right mode
     for momentum in ("0.1", "0.01", "None"):
         fine = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("MOMENTUM", momentum))))
         assert not fine.slow_norm_stats and not any(f.facts.get("slow_norm_momentum") for f in fine.findings)
@@ -531,6 +532,7 @@ def test_channels_last_images_read_as_channels_first_are_named(workspace, to_chw
     assert bool(found) is interleaved, (img.channel_interleave, rep.text())
     if found:
         assert found[0].failure_mode == "data_pipeline" and found[0].confidence >= 0.7 and "permute" in found[0].fix
+        assert "wrong order" in found[0].avoid
 
 
 HAND_WRITTEN = """

@@ -1200,6 +1200,7 @@ def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
                   Evidence(what=f"correlation of values {c} apart along W", value=lag_c, source=src)],
         fix="Move the channel axis with x.permute(0, 3, 1, 2) (then .contiguous()), never .reshape/.view; show one "
             "image as the model receives it to check",
+        avoid="Do not retune the normalisation or the model: the pixels are in the wrong order, not the wrong scale",
         location=i.name, facts={"channels_interleaved": True})
 
 
@@ -1239,7 +1240,9 @@ def slow_norm_finding(slow: list, src: str) -> Finding | None:
         evidence=[Evidence(what="batch-norm momentum", value=f"{n} {mom:g}", source=src) for n, mom in slow[:4]],
         facts={"slow_norm_momentum": m},
         fix="Use momentum=0.1 (PyTorch's default; a TensorFlow decay d is momentum=1-d) or momentum=None (a "
-            "cumulative average); then evaluation follows training")
+            "cumulative average); then evaluation follows training",
+        avoid="Do not evaluate in train mode or remove batch norm: the layers are in the right mode, only their "
+              "running statistics lag")
 
 
 async def init_loss_check(workspace_root: Path, target: str, python: str | None = None, timeout_s: float = 180.0,

@@ -1014,9 +1014,7 @@ def weigh_by_norm_stats(findings: list[Finding], log_loss, log_val) -> list[Find
     seen = slow.model_copy(update={
         "confidence": SLOW_NORM_SEEN,
         "summary": (f"training learnt ({log_loss.name} {_fmt(first)} -> {_fmt(last)}) but {log_val.name} did not "
-                    f"follow ({_fmt(v_first)} -> best {_fmt(v_best)}, ends {_fmt(v_end)}): evaluation normalises with "
-                    f"batch-norm running statistics that move {m:g} of the way per step, still near their start. "
-                    + slow.summary),
+                    f"follow ({_fmt(v_first)} -> best {_fmt(v_best)}, ends {_fmt(v_end)}): {slow.summary}"),
         "evidence": slow.evidence + [
             Evidence(what=f"logged {log_loss.name} first -> last", value=f"{_fmt(first)} -> {_fmt(last)}",
                      source="log_metrics"),
