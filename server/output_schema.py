@@ -32,8 +32,10 @@ def output_schema(model: type[BaseModel]) -> dict:
 
 
 def _object(model: type[BaseModel], defs: dict) -> dict:
-    props = {name: _type(field.annotation, defs) for name, field in model.model_fields.items()}
-    required = [name for name, field in model.model_fields.items() if field.is_required()]
+    # a field excluded from serialisation (Finding.facts) never reaches the client: it has no place in the schema
+    fields = {name: field for name, field in model.model_fields.items() if not field.exclude}
+    props = {name: _type(field.annotation, defs) for name, field in fields.items()}
+    required = [name for name, field in fields.items() if field.is_required()]
     return {"type": "object", "properties": props, **({"required": required} if required else {})}
 
 

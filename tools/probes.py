@@ -988,10 +988,9 @@ class InitLossReport(ProbeReport):
     random_input_note: str | None = None
     model_training: bool | None = Field(None, description="model.training as the factory returned it")
     eval_mode_modules: list[str] = Field(default_factory=list, description="dropout/batch-norm modules in eval mode")
-    slow_norm_stats: list[str] = Field(default_factory=list,
-                                       description="batch-norm layers whose momentum is under 0.01, with it")
-    rows_mixed: dict | None = Field(None, description="eval mode, row 0 made a copy of row 1: how many other rows' "
-                                                  "outputs moved (None: not judged)")
+    # read by triage and tests, not sent: the findings carry them to the agent (the tool list's size is budgeted)
+    slow_norm_stats: list[str] = Field(default_factory=list, exclude=True)
+    rows_mixed: dict | None = Field(None, exclude=True)  # row 0 set to row 1 in eval: the other rows that moved
 
     def headline(self) -> str:
         if self.error:
@@ -1273,8 +1272,7 @@ class InputStat(BaseModel):
     leak_feature: int | None = None
     leak_label_explained: Num = Field(None, description="share of label variance one feature alone explains")
     leak_exact_copy: bool | None = None
-    channel_interleave: dict | None = Field(None, description="an image batch: neighbouring-pixel correlation along "
-                                                              "W at lag 1 and at lag C")
+    channel_interleave: dict | None = None  # an image batch: correlation along W at lag 1 and at lag C
 
 
 class LabelStat(BaseModel):

@@ -79,8 +79,7 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
         "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",
        "Model output and target shapes match and the loss does not broadcast them, not even in hand-written "
-       "arithmetic ((N, 1) against (N,)); with rows_apart, in eval mode a row's output does not move when another "
-       "row of the batch changes.",
+       "arithmetic ((N, 1) against (N,)); with rows_apart, no row's output moves when another row changes.",
        {"num_classes": None, "label_key": None, "rows_apart": False}),
     _T("loss_function", "target",
        "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
@@ -94,14 +93,12 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "
        "phase='eval', dropout and batch norm are in eval mode during FUNCTION, the user's evaluation; with "
        "eval_deterministic, the model in eval mode gives the same loss twice on one batch (no functional dropout "
-       "left on); with norm_stats_follow, after norm_steps training-mode passes without updates "
-       "the running statistics of every batch-norm layer are near the batches it saw (a momentum far below 0.1 is not).",
+       "left on); with norm_stats_follow, batch-norm running statistics catch up within norm_steps passes.",
        {"phase": "train", "eval_deterministic": False, "norm_stats_follow": False, "norm_steps": 50}),
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
-       "match each row's padding; an (N, 3 or 4, H, W) image batch does not hold channels-last data read as "
-       "channels-first; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
+       "match each row's padding; images are not channels-last read as channels-first; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
        "std <= max_std).",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0}),
