@@ -610,13 +610,13 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
     # data_check's labels that carry no signal, and a validation that never beat the label prior: nothing learnt
     labels_flat = lambda f: f.failure_mode == "data_pipeline" and (  # noqa: E731
         f.facts.get("labels_no_signal") or f.facts.get("never_beat_prior"))
+    slow_or_flat = lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)  # noqa: E731
     causes = [
         (lambda f: f.facts.get("rows_against_rows"),
          "a loss that pairs every row with every row is minimised by the batch mean, at any LR and for any labels",
-         lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
+         slow_or_flat),
         (lambda f: f.facts.get("rows_mixed"),
-         "a model that mixes the rows of a batch scores each label against other samples' features",
-         lambda f: f.failure_mode == "lr_too_low" or labels_flat(f)),
+         "a model that mixes the rows of a batch scores each label against other samples' features", slow_or_flat),
         (lambda f: f.facts.get("weights_not_loaded"),
          "features from weights that never loaded carry little of the labels", labels_flat),
         (lambda f: from_rule(f, "optimizer_built_before_unfreeze", "requires_grad_set_on_module"),
@@ -1003,14 +1003,12 @@ def weigh_by_norm_stats(findings: list[Finding], log_loss, log_val) -> list[Find
     slow = next((f for f in findings if f.facts.get("slow_norm_momentum")), None)
     if slow is None or log_loss is None or log_val is None or (log_val.count or 0) < 3:
         return findings
-    first, last = _first_last(log_loss)
-    v_first, v_best, v_end = log_val.first, log_val.min, getattr(log_val, "smoothed_last", None) or log_val.last
+    (first, last), (v_first, v_end), v_best = _first_last(log_loss), _first_last(log_val), log_val.min
     if not all(is_finite(v) and v > 0 for v in (first, last, v_first, v_best, v_end)) or last > 0.5 * first:
         return findings
     learnt, followed = 1 - last / first, 1 - v_best / v_first
     if followed >= 0.5 * learnt or v_end < 2 * last:
         return findings
-    m = slow.facts["slow_norm_momentum"]
     seen = slow.model_copy(update={
         "confidence": SLOW_NORM_SEEN,
         "summary": (f"training learnt ({log_loss.name} {_fmt(first)} -> {_fmt(last)}) but {log_val.name} did not "
