@@ -98,8 +98,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
-       "match each row's padding; images are not channels-last read as channels-first; with check_scale, every input feature is standardised (|mean| <= max_abs_mean, "
-       "std <= max_std).",
+       "match each row's padding; images are not channels-last read as channels-first; with check_scale, every "
+       "input feature is standardised (|mean| <= max_abs_mean, std <= max_std).",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0}),
     _T("padding", "target",
