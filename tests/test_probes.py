@@ -28,6 +28,10 @@ def modes(rep):
     return {f.failure_mode for f in rep.findings}
 
 
+def line_of(path, text) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
 def inline_target(ws, body, name="target.py"):
     (ws / name).write_text(textwrap.dedent(body))
     return f"{ws / name}:make_target"
@@ -453,6 +457,7 @@ ROW_MIXING = """
 
 @pytest.mark.parametrize("features, mixed", [
     ("h_n.view(x.shape[0], -1)", True),  # (2, B, H) viewed as (B, 2H): rows i and B/2 share a state
+    ("F.normalize(torch.cat([h_n[-2], h_n[-1]], dim=1), dim=0)", True),  # unit norm over the batch, not features
     ("h_n.permute(1, 0, 2).reshape(x.shape[0], -1)", False),
     ("torch.cat([h_n[-2], h_n[-1]], dim=1)", False),
 ])
@@ -463,6 +468,9 @@ def test_a_model_that_mixes_the_rows_of_a_batch_is_a_shape_mismatch(workspace, f
     found = [f for f in rep.findings if f.facts.get("rows_mixed")]
     assert rep.rows_mixed is not None and bool(rep.rows_mixed["other_rows_moved"]) is mixed, rep.rows_mixed
     assert [f.failure_mode for f in found] == (["shape_mismatch"] if mixed else []), rep.text()
+    if mixed:  # the line that crosses the batch dimension, not the GRU before it
+        assert found[0].location == f"target.py:{line_of(workspace / 'target.py', 'return self.head(')} (forward)"
+        assert found[0].location in found[0].summary
 
 
 def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_first_lm_is_not_judged(workspace):
@@ -473,6 +481,8 @@ def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_firs
         "_, h_n = self.rnn(self.emb(x))", "out, _ = self.rnn(self.emb(x))").replace("FEATURES", "out[:, -1]")
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, classifier)))
     assert rep.rows_mixed["other_rows_moved"] > 0 and "shape_mismatch" in modes(rep), rep.rows_mixed
+    # the GRU itself mixes them: its line, called from forward()
+    assert rep.rows_mixed["site"] == f"target.py:{line_of(workspace / 'target.py', 'out, _ = self.rnn(')} (forward)"
     lm = """
         import torch
         from torch import nn

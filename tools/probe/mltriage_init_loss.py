@@ -11,6 +11,7 @@ import math
 import time
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 import mltriage_torch as T
 from mltriage_io import UserCodeError, main
@@ -95,6 +96,78 @@ def _row_copied(obj, rows: int):
     return obj
 
 
+class _RowsSite(TorchFunctionMode):
+    """Records every float op of the model's forward (only inside the root module's call). A first pass keeps the
+    outputs; a second pass, on the batch with row 0 copied from row 1, names the first op whose output has the
+    rows of the batch mixed while none of its inputs had: the line that crosses the batch dimension."""
+
+    def __init__(self, model, rows, ref=None):
+        super().__init__()
+        self.model, self.rows, self.ref = model, rows, ref
+        self.outs, self.mixed, self.site, self.depth, self.lost = [], {}, None, 0, False
+
+    def __enter__(self):
+        self._h = [self.model.register_forward_pre_hook(lambda *a: setattr(self, "depth", self.depth + 1)),
+                   self.model.register_forward_hook(lambda *a: setattr(self, "depth", self.depth - 1))]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for h in self._h:
+            h.remove()
+        return super().__exit__(*exc)
+
+    def _moved(self, ref, new) -> bool:
+        """Some row 2.. of `new` is none of `ref`'s rows, along every dimension the size of the batch. Rows put in
+        another order are not mixed (pack_padded_sequence sorts by length, and row 0 took row 1's); a tensor
+        without a batch-sized dimension is not judged (a packed sequence, a length's maximum)."""
+        dims = [d for d, n in enumerate(new.shape) if n == self.rows]
+        if not dims or torch.equal(ref, new):
+            return False
+        tol = 1e-4 * (ref.float().abs().max().item() + 1e-6)
+
+        def moved_along(d):
+            a = ref.float().movedim(d, 0).reshape(self.rows, -1)
+            b = new.float().movedim(d, 0).reshape(self.rows, -1)[2:]
+            return bool((torch.cdist(b, a, p=float("inf")).amin(1) > tol).any())
+        return all(moved_along(d) for d in dims)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.depth < 1 or self.lost or self.site is not None or len(self.outs) > 5000:
+            return out
+        outs = [t for _, t in T.flatten(out) if t.is_floating_point()]
+        if not outs:
+            return out
+        i, name = len(self.outs), T._fn_name(func)
+        if self.ref is None:
+            self.outs.append((name, [t.detach().clone() for t in outs]))
+            return out
+        self.outs.append(None)
+        if i >= len(self.ref) or self.ref[i][0] != name or len(self.ref[i][1]) != len(outs):
+            self.lost = True  # the two forwards took different paths: no op to pair with
+            return out
+        # a shape that changed with row 0 (a packed sequence's length) is not judged
+        moved = [a.shape == b.shape and self._moved(a, b.detach()) for a, b in zip(self.ref[i][1], outs)]
+        for t, m in zip(outs, moved):
+            self.mixed[id(t)] = (m, t)  # the tensor is kept so its id is not reused
+        ins = [t for _, t in T.flatten((args, kwargs or {}))]
+        if any(moved) and not any(self.mixed.get(id(t), (False,))[0] for t in ins):
+            self.site = T.user_frame()
+        return out
+
+
+def mixing_site(target, model, batch, copied) -> str | None:
+    """file:line (function) of the user's line where the rows first mix, or None."""
+    rows = [t for _, t in T.flatten(batch) if t.dim() > 0][0].shape[0]
+    runs = []
+    for b in (batch, copied):
+        with _RowsSite(model, rows, runs[0].outs if runs else None) as rec:
+            torch.manual_seed(0)
+            target.loss(model, b)
+        runs.append(rec)
+    return None if runs[1].lost else runs[1].site
+
+
 def rows_mixed(target, model, batch) -> dict | None:
     """Does the model's output for a row move when another row of the batch changes? In eval mode no layer should
     mix rows (batch norm uses its running statistics), so rows 2.. must give the same output when row 0 becomes a
@@ -136,8 +209,18 @@ def rows_mixed(target, model, batch) -> dict | None:
         return None  # the eval forward is not deterministic: nothing to compare
     change = (a - b).abs().reshape(rows - 2, -1).amax(1)
     moved = (change > 1e-4 * scale).nonzero().flatten().tolist()
+    site = None
+    if moved:
+        model.eval()
+        try:
+            with torch.no_grad():
+                site = mixing_site(target, model, batch, _row_copied(batch, rows))
+        except Exception:  # noqa: BLE001 - where is a bonus: the finding stands without it
+            site = None
+        finally:
+            model.train(was)
     return {"rows": rows, "other_rows_moved": len(moved), "first_moved": (moved[0] + 2) if moved else None,
-            "max_change": change.max().item() / scale}
+            "max_change": change.max().item() / scale, "site": site}
 
 
 def run(job):
