@@ -470,7 +470,7 @@ def test_a_model_that_mixes_the_rows_of_a_batch_is_a_shape_mismatch(workspace, f
     assert [f.failure_mode for f in found] == (["shape_mismatch"] if mixed else []), rep.text()
     if mixed:  # the line that crosses the batch dimension, not the GRU before it
         assert found[0].location == f"target.py:{line_of(workspace / 'target.py', 'return self.head(')} (forward)"
-        assert found[0].location in found[0].summary
+        assert f"{found[0].location}: return self.head({features})" in found[0].summary
 
 
 def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_first_lm_is_not_judged(workspace):
@@ -482,7 +482,8 @@ def test_batch_first_data_in_a_sequence_first_rnn_mixes_rows_but_a_sequence_firs
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, classifier)))
     assert rep.rows_mixed["other_rows_moved"] > 0 and "shape_mismatch" in modes(rep), rep.rows_mixed
     # the GRU itself mixes them: its line, called from forward()
-    assert rep.rows_mixed["site"] == f"target.py:{line_of(workspace / 'target.py', 'out, _ = self.rnn(')} (forward)"
+    assert rep.rows_mixed["site"] == {"where": f"target.py:{line_of(workspace / 'target.py', 'out, _ = self.rnn(')} (forward)",
+                                      "code": "out, _ = self.rnn(self.emb(x))"}
     lm = """
         import torch
         from torch import nn

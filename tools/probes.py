@@ -1208,16 +1208,16 @@ def rows_mixed_finding(mixed: dict | None, src: str) -> Finding | None:
     forward pass: in eval mode a row's output must not depend on the other rows of its batch."""
     if not mixed or not mixed.get("other_rows_moved"):
         return None
-    n, rows = mixed["other_rows_moved"], mixed["rows"]
+    n, rows, site = mixed["other_rows_moved"], mixed["rows"], mixed.get("site")
     return Finding(
         failure_mode="shape_mismatch", confidence=0.8,
         summary=f"the model mixes the rows of a batch: in eval mode, with row 0 replaced by a copy of row 1, the "
                 f"outputs of {n} of the other {rows - 2} rows changed (first: row {mixed['first_moved']}), so each "
                 "label is scored against features of other samples"
-                + (f"; they first mix at {mixed['site']}" if mixed.get("site") else ""),
+                + (f"; they first mix at {site['where']}: {site['code']}" if site else ""),
         evidence=[Evidence(what="other rows whose output moved", value=f"{n} of {rows - 2}", source=src),
                   Evidence(what="largest change / output scale", value=mixed.get("max_change"), source=src)],
-        facts={"rows_mixed": True}, location=mixed.get("site"),
+        facts={"rows_mixed": True}, location=site["where"] if site else None,
         fix="Find the op that crosses the batch dimension: a .view/.reshape of a (layers*directions, B, H) RNN state "
             "(use h_n.permute(1, 0, 2).reshape(B, -1) or torch.cat([h_n[-2], h_n[-1]], 1)), an nn.LSTM/GRU/"
             "MultiheadAttention fed (B, T, ...) without batch_first=True, a mean/sum over dim 0 meant for time; "

@@ -7,6 +7,7 @@ loss on random inputs of the same shape and scale: the same value means the inpu
 """
 
 import copy
+import linecache
 import math
 import time
 
@@ -168,6 +169,15 @@ def mixing_site(target, model, batch, copied) -> str | None:
     return None if runs[1].lost else runs[1].site
 
 
+def _with_code(site: str | None) -> dict | None:
+    """{"where": "train.py:115 (forward)", "code": the line's text}."""
+    if not site:
+        return None
+    path, _, rest = site.rpartition(":")
+    line = linecache.getline(path, int(rest.split()[0])).strip() if rest.split()[0].isdigit() else ""
+    return {"where": site, "code": line[:160]}
+
+
 def rows_mixed(target, model, batch) -> dict | None:
     """Does the model's output for a row move when another row of the batch changes? In eval mode no layer should
     mix rows (batch norm uses its running statistics), so rows 2.. must give the same output when row 0 becomes a
@@ -214,7 +224,7 @@ def rows_mixed(target, model, batch) -> dict | None:
         model.eval()
         try:
             with torch.no_grad():
-                site = mixing_site(target, model, batch, _row_copied(batch, rows))
+                site = _with_code(mixing_site(target, model, batch, _row_copied(batch, rows)))
         except Exception:  # noqa: BLE001 - where is a bonus: the finding stands without it
             site = None
         finally:
