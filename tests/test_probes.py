@@ -1471,3 +1471,45 @@ def test_loaded_weights_that_an_init_overwrites_before_training_are_bad_init(wor
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("INIT", "self.head.apply(init_weights)"),
                                                                  "fixed.py")))
     assert [f for f in rep.findings if f.failure_mode == "bad_init"] == [], rep.text()
+
+
+SPLITS = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def table(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, 6, generator=g) * torch.tensor([50., 2., 300., 1., 8., 0.5]) + 100
+        return x, (x[:, 0] + x[:, 2] / 6 > 150).long()
+
+    def loaders():
+        (xt, yt), (xv, yv) = table(512, 0), table(256, 1)
+        mu, sd = xt.mean(0), xt.std(0)
+        VAL
+        return (DataLoader(TensorDataset((xt - mu) / sd, yt), batch_size=64, shuffle=True),
+                DataLoader(TensorDataset(xv, yv), batch_size=128))
+
+    def make_target():
+        torch.manual_seed(0)
+        train, _ = loaders()
+        return {"model": nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2)), "data": list(train)[:4],
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 2,
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("val, apart", [("pass", True), ("xv = (xv - mu) / sd", False),
+                                        ("xv = (xv - xv.mean(0)) / xv.std(0)", False)])
+def test_a_validation_loader_prepared_apart_from_training_is_named(workspace, val, apart):
+    """A scaler fitted on training and never applied to validation: the factory builds both loaders through the
+    helper train.py uses, and data_check reads the one it does not train on through its own collate_fn. Scaling
+    validation by its own statistics is a milder habit with no visible shift: not named."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, SPLITS.replace("VAL", val))))
+    found = [f for f in rep.findings if f.facts.get("splits_apart")]
+    assert rep.split_shift is not None and rep.split_shift["loaders"] == 2 and rep.split_shift["matched"]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if apart else []), rep.text()
+    if apart:
+        assert found[0].location == f"target.py:{line_of(workspace / 'target.py', 'DataLoader(TensorDataset(xv')} (loaders)"
+        assert found[0].confidence >= 0.5 and rep.split_shift["apart"]["mean_shift_sd"] > 1

@@ -1343,3 +1343,26 @@ def test_channels_last_images_read_as_channels_first_fail_their_test(workspace):
         "TO_CHW", "x.permute(0, 3, 1, 2).contiguous()")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_a_validation_loader_prepared_apart_fails_its_test(workspace):
+    """A scaler fitted on training and never applied to validation. Training's own rows and labels are fine, so the
+    label checks pass on the bug; triage suggests splits_alike for a splits_apart finding, which fails on the bug
+    and passes once validation is scaled with training's statistics."""
+    from test_probes import SPLITS
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(SPLITS.replace("VAL", "pass")))
+    top = Finding(failure_mode="data_pipeline", confidence=0.7, facts={"splits_apart": True},
+                  summary="the loader built at train.py:16 feeds batch[0] on another scale than training")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"splits_alike": True}
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={**args["params"], "steps": 60})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_every_loader_is_fed_like_the_training_batches"}, report.text()
+    assert report.path.endswith("test_splits_fed_alike.py")
+    (workspace / "train.py").write_text(textwrap.dedent(SPLITS.replace("VAL", "xv = (xv - mu) / sd")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

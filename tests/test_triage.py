@@ -1091,6 +1091,21 @@ def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turn
     assert weigh_by_named_cause([turned_up]) == [turned_up]
 
 
+def test_a_validation_loader_prepared_apart_explains_the_overfitting_curve():
+    """Validation fed on another scale than training stays bad while training falls: the log reads it as
+    overfitting 0.7, above the 0.7 data_check finding that names the loader. The curve is its symptom."""
+    from tools.triage import weigh_by_named_cause
+    apart = Finding(failure_mode="data_pipeline", confidence=0.7, facts={"splits_apart": True},
+                    summary="the loader built at train.py:88 feeds batch[0] on another scale than training")
+    turned_up = Finding(failure_mode="overfitting", confidence=0.7,
+                        summary="loss keeps falling while val_loss turned up after step 40")
+    weighed = weigh_by_named_cause([turned_up, apart])
+    assert max(weighed, key=lambda f: f.confidence) is apart
+    (over,) = [f for f in weighed if f.failure_mode == "overfitting"]
+    assert over.confidence < 0.5 and over.summary.startswith("Likely a symptom of data_pipeline")
+    assert weigh_by_named_cause([turned_up]) == [turned_up]
+
+
 def test_a_loss_over_every_row_against_every_row_and_weights_that_never_loaded_explain_their_symptoms():
     # and layers meant to unfreeze that never train (token_encoder_gradual_unfreeze kept data_pipeline 46%)
     """Blind dev claim_severity_logcosh_mlp (a (B, 1) - (B,) loss) drove with lr_too_low 58% and data_pipeline 53%

@@ -1305,6 +1305,8 @@ class DataCheckReport(ProbeReport):
     padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
     rows_kept_labels: Num = Field(None, description="rows keeping their own labels through the CSV pipeline (1: all; 0: chance)")
     rows_note: str = ""
+    # the loaders the factory built, read against the training batches (triage reads it; the finding carries it)
+    split_shift: dict | None = Field(None, exclude=True)
 
     def headline(self) -> str:
         if self.error:
@@ -1446,6 +1448,29 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
         facts={"rows_moved_apart": True})
 
 
+def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
+    """A loader whose inputs sit far from the training batches while another loader matches them: the same model
+    sees validation (or test) data on another scale than it trained on, so validation is bad however well
+    training goes, which the log reads as overfitting."""
+    o = (shift or {}).get("apart")
+    if not o:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=f"the loader built at {o['where'] or '?'} ({o['dataset']}, {o['rows']} rows) feeds {o['input']} on "
+                f"another scale than training: its feature means sit a median {o['mean_shift_sd']:.1f} training SDs "
+                f"away and its spread is {o['spread_ratio']:.2g}x, while another loader matches the training "
+                "batches: that split is prepared differently",
+        evidence=[Evidence(what="median |mean - training mean| / training SD", value=o["mean_shift_sd"], source=src),
+                  Evidence(what="median SD / training SD", value=o["spread_ratio"], source=src)],
+        location=o["where"],
+        fix="Build every split through one function with the transforms fitted on training (the same scaler, "
+            "/255, vocabulary, column order); print a batch of each split's summary statistics side by side",
+        avoid="Do not regularise or early-stop for overfitting: the model is scored on inputs it never saw the "
+              "like of",
+        facts={"splits_apart": True})
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -1468,6 +1493,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
+                          split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
+                          and "skipped" not in raw["split_shift"] else None,
                           **fields)
     src = "data_check"
     for i in inputs:
@@ -1523,6 +1550,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad = _padding_finding(raw.get("padding") or {}, src)
     if pad:
         rep.findings.append(pad)
+    shift = split_shift_finding(rep.split_shift, src)
+    if shift:
+        rep.findings.append(shift)
     moved = _rows_finding(raw.get("rows") or {}, src)
     if moved:
         rep.findings.append(moved)

@@ -605,7 +605,8 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
     """Bugs that make the model learn something other than the task, each with the readings it causes: a loss over
     every row against every row (the batch mean fits it at any LR, for any labels), weights that never loaded (a
     probe on random features beats permuted labels by nothing), layers meant to be unfrozen that never train (the
-    same, through the head alone), a denoiser scored against its own noisy input (its
+    same, through the head alone), a validation loader prepared apart from training (its loss stays high while
+    training falls, as overfitting does), a denoiser scored against its own noisy input (its
     error against the clean signal turns up, which reads as overfitting). Those readings are marked its symptoms."""
     # data_check's labels that carry no signal, and a validation that never beat the label prior: nothing learnt
     labels_flat = lambda f: f.failure_mode == "data_pipeline" and (  # noqa: E731
@@ -621,6 +622,9 @@ def weigh_by_named_cause(findings: list[Finding]) -> list[Finding]:
          "features from weights that never loaded carry little of the labels", labels_flat),
         (lambda f: from_rule(f, "optimizer_built_before_unfreeze", "requires_grad_set_on_module"),
          "a model whose unfrozen layers never train fits its labels only through the head", labels_flat),
+        (lambda f: f.facts.get("splits_apart"),
+         "a split prepared differently from training scores badly however well the model learns",
+         lambda f: f.failure_mode == "overfitting"),
         (lambda f: from_rule(f, "denoising_target_is_corrupted"),
          "a model trained to copy its noisy input fits the noise, so its error against the clean signal rises",
          lambda f: f.failure_mode == "overfitting"),
@@ -1202,6 +1206,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("rows_mixed") and target:
             # the loss's shapes can match while the model pairs rows with other rows' features
             args["params"] = {"rows_apart": True}
+        if top.facts.get("splits_apart") and target:
+            # the label checks pass on this bug (training's own rows and labels are fine): the other loader is not
+            args["params"] = {"splits_alike": True}
         if top.facts.get("slow_norm_momentum") and target:
             # the mode checks pass on this bug (every layer is in the right mode): what is wrong is how slowly the
             # running statistics follow, which the factory's model shows after some training-mode passes

@@ -378,6 +378,77 @@ def rows_keep_labels(a, tables, target, batches, label):
     return {**out, "tables": plan.provenance(tables)[:8]}
 
 
+# how far a loader's inputs may sit from the training batches' before they are "prepared differently": healthy
+# validation splits of the dev gallery sit within 0.1 training SDs (median over features), spread within 0.9-1.1x
+SHIFT_MATCH, SHIFT_APART, SPREAD_APART = 0.3, 1.0, 3.0
+
+
+def _loader_batches(loader, rows=256, per=64):
+    """Up to `rows` samples spread over a map-style loader's dataset, collated by the loader's own collate_fn
+    (its padding included), without its sampler, workers or shuffling."""
+    ds = loader.dataset
+    n = len(ds)
+    if n < 8:
+        return []
+    idx = torch.linspace(0, n - 1, min(n, rows)).long().tolist()
+    collate = loader.collate_fn
+    return [collate([ds[i] for i in idx[j:j + per]]) for j in range(0, len(idx), per)]
+
+
+def _feature_stats(ts):
+    f = torch.cat([feature_view(t.detach()) for t in ts])
+    f = torch.where(torch.isfinite(f), f, torch.zeros(()))
+    return f.mean(0), f.std(0)
+
+
+def split_shift(target, tensors: dict, label_key) -> dict | None:
+    """Are the loaders the factory built fed the same way as training? Each float input's per-feature mean and
+    spread in every loader (read through its own collate_fn) against the training batches': one loader matches
+    (the training one), another whose inputs sit far off is prepared differently (a scaler fitted on training
+    and never applied to validation, a /255 on one side only). None when fewer than two loaders could be read."""
+    reads, errors = [], []
+    for loader, where in getattr(target, "loaders", [])[:4]:
+        try:
+            flat = {}
+            for b in _loader_batches(loader):
+                for path, t in T.flatten(b, "batch"):
+                    flat.setdefault(path, []).append(t)
+            reads.append((loader, where, flat))
+        except Exception as e:  # noqa: BLE001 - an iterable dataset, a collate that needs the sampler: not read
+            errors.append(f"{where}: {type(e).__name__}: {e}"[:200])
+    if len(reads) < 2:
+        return {"skipped": f"{len(reads)} loader(s) read", "errors": errors[:2]} if errors else None
+    out = []
+    for path, ts in tensors.items():
+        # an autoencoder's target is its input: compared as an input
+        if path == label_key and len(tensors) > 1 or not ts[0].is_floating_point() or ts[0].dim() < 2:
+            continue
+        mu, sd = _feature_stats(ts)
+        live = sd > 1e-6 * (1 + mu.abs())
+        if not bool(live.any()):
+            continue
+        for i, (loader, where, flat) in enumerate(reads):
+            other = [t for t in flat.get(path, []) if t.is_floating_point() and t.shape[1:] == ts[0].shape[1:]
+                     or t.is_floating_point() and t.dim() == ts[0].dim() and t.shape[-1] == ts[0].shape[-1]]
+            if not other:
+                continue
+            m2, s2 = _feature_stats(other)
+            if m2.shape != mu.shape:
+                continue
+            z = ((m2 - mu).abs() / sd)[live].median().item()
+            r = (s2 / sd)[live].median().item()
+            out.append({"input": path, "loader": i, "rows": len(loader.dataset), "where": where,
+                        "dataset": type(loader.dataset).__name__, "mean_shift_sd": z, "spread_ratio": r})
+    if not out:
+        return None
+    matched = [o for o in out if o["mean_shift_sd"] < SHIFT_MATCH and 1 / 1.5 < o["spread_ratio"] < 1.5]
+    apart = [o for o in out if o["mean_shift_sd"] >= SHIFT_APART
+             or not 1 / SPREAD_APART < o["spread_ratio"] < SPREAD_APART]
+    worst = max(out, key=lambda o: o["mean_shift_sd"] + abs(math.log(max(o["spread_ratio"], 1e-9))))
+    return {"loaders": len(reads), "matched": bool(matched),
+            "apart": apart[0] if matched and apart else None, "worst": worst}
+
+
 def run(job):
     a = job.args
     tables: list = []
@@ -478,6 +549,10 @@ def run(job):
             report["rows"] = rows_keep_labels(a, tables, target, batches, label)
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
             report["rows"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    try:
+        report["split_shift"] = split_shift(target, tensors, label_key)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["split_shift"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     if label is not None:
         try:
             report["label_prior"] = label_prior(target, model, batches)

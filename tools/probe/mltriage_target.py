@@ -68,6 +68,7 @@ class Target:
         self.num_classes = get("num_classes")
         self.task = get("task")
         self.weight_loads: list[dict] = []  # load_target fills it: what each load_state_dict filled
+        self.loaders: list = []  # and this: (DataLoader, where it was built) for each loader the factory built
 
     def first_batch(self):
         if self.batch is not None:
@@ -116,7 +117,8 @@ class Target:
 
 def load_target(spec: str, workspace: str) -> Target:
     loads: list[dict] = []
-    with _loading_clock(), _watching_loads(loads):
+    loaders: list = []
+    with _loading_clock(), _watching_loads(loads), _watching_loaders(loaders):
         factory = import_callable(spec, workspace)  # the import counts: a module may build its data at import
         try:
             raw = factory()
@@ -124,7 +126,35 @@ def load_target(spec: str, workspace: str) -> Target:
             raise UserCodeError("make_target", e) from e
     target = Target(raw)
     target.weight_loads = [_overwritten(l, target.model) for l in loads]
+    target.loaders = loaders
     return target
+
+
+@contextlib.contextmanager
+def _watching_loaders(loaders: list):
+    """Each DataLoader the factory builds, with the line that built it: a factory that builds the validation
+    loader beside the training one (through the same helper as train.py) lets data_check compare the two."""
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        yield
+        return
+    orig = DataLoader.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        try:
+            from mltriage_torch import user_frame
+            if len(loaders) < 8 and not any(l is self for l, _ in loaders):
+                loaders.append((self, user_frame()))
+        except Exception:  # noqa: BLE001 - watching must never change what their factory does
+            pass
+
+    DataLoader.__init__ = init
+    try:
+        yield
+    finally:
+        DataLoader.__init__ = orig
 
 
 def _overwritten(load: dict, model) -> dict:
