@@ -1513,3 +1513,81 @@ def test_a_validation_loader_prepared_apart_from_training_is_named(workspace, va
     if apart:
         assert found[0].location == f"target.py:{line_of(workspace / 'target.py', 'DataLoader(TensorDataset(xv')} (loaders)"
         assert found[0].confidence >= 0.5 and rep.split_shift["apart"]["mean_shift_sd"] > 1
+
+
+UNMIXED = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def rows(n=768):
+        g = torch.Generator().manual_seed(0)
+        y = torch.arange(n) % 4
+        x = torch.randn(n, 10, generator=g) + F.one_hot(y, 10).float() * 2
+        order = y.argsort(stable=True)      # exported one activity after another
+        return x[order], y[order]
+
+    def batches(x, y, size=64):
+        g = torch.Generator().manual_seed(1)
+        ORDER
+        return [(x[i:i + size], y[i:i + size]) for i in starts]
+
+    def make_target():
+        torch.manual_seed(0)
+        x, y = rows()
+        return {"model": nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4)),
+                "data": batches(x, y)[:8], "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "num_classes": 4, "make_optimizer": lambda p: torch.optim.SGD(p, lr=0.05)}
+"""
+BATCH_ORDER_ONLY = "starts = (torch.randperm(len(x) // size, generator=g) * size).tolist()"
+ROWS_SHUFFLED = ("perm = torch.randperm(len(x), generator=g); x, y = x[perm], y[perm]\n"
+                 "        starts = list(range(0, len(x), size))")
+
+
+@pytest.mark.parametrize("order, unmixed", [(BATCH_ORDER_ONLY, True), (ROWS_SHUFFLED, False)])
+def test_batches_cut_from_rows_sorted_by_class_are_named(workspace, order, unmixed):
+    """Blind dev imu_activity_conv1d and loan_default_branch_mlp: rows stored one class after another, cut into
+    batches whose order alone is shuffled. Every row keeps its label, so the label checks pass; the batches' class
+    mix, against the same rows shuffled into batches, does not."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, UNMIXED.replace("ORDER", order))))
+    found = [f for f in rep.findings if f.facts.get("batches_unmixed")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if unmixed else []), rep.text()
+    assert rep.batch_mixing["classes"] == 4
+    if unmixed:
+        assert rep.batch_mixing["classes_per_batch"] == 1 and "1 of 4 classes" in found[0].summary
+
+
+WINDOWS = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def stream(t=6000, c=4):
+        g = torch.Generator().manual_seed(0)
+        time = torch.arange(t).float()[:, None]
+        return torch.sin(time / torch.tensor([7., 11., 17., 23.]) + torch.rand(c, generator=g) * 6) \\
+            + 0.05 * torch.randn(t, c, generator=g)          # (T, C): time-major, as the sensors log it
+
+    def windows(s, length=64):
+        n = len(s) // length
+        return CUT
+
+    def make_target():
+        torch.manual_seed(0)
+        x = windows(stream())
+        model = nn.Sequential(nn.Conv1d(4, 8, 5, padding=2), nn.ReLU(), nn.Conv1d(8, 4, 5, padding=2))
+        return {"model": model, "data": [(b,) for b in x.split(32)], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[0])}
+"""
+
+
+@pytest.mark.parametrize("cut, interleaved", [("s[:n * length].reshape(n, 4, length)", True),
+                                              ("s[:n * length].reshape(n, length, 4).transpose(1, 2).contiguous()", False)])
+def test_time_major_windows_reshaped_for_a_conv1d_are_named(workspace, cut, interleaved):
+    """Blind dev pump_sensor_conv1d_ae: a (T, C) sensor stream cut into (N, C, L) windows with a reshape: each
+    "channel" row holds L/C steps of every sensor in turn, so values C apart (one sensor, one step on) correlate
+    far more than neighbours (another sensor)."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, WINDOWS.replace("CUT", cut))))
+    found = [f for f in rep.findings if f.facts.get("channels_interleaved")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if interleaved else []), rep.text()
+    if interleaved:
+        assert "transpose(1, 2)" in found[0].fix and "(T, C) stream" in found[0].summary

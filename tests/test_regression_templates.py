@@ -1366,3 +1366,41 @@ def test_a_validation_loader_prepared_apart_fails_its_test(workspace):
     (workspace / "train.py").write_text(textwrap.dedent(SPLITS.replace("VAL", "xv = (xv - mu) / sd")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_batches_sorted_by_class_fail_their_test(workspace):
+    """Blind dev imu_activity_conv1d: rows sorted by class, only the batch order shuffled. Every row keeps its
+    label, so the real-vs-shuffled check passes on the bug; triage suggests batches_mixed for a batches_unmixed
+    finding, which fails on the bug and passes once the rows are shuffled."""
+    from test_probes import BATCH_ORDER_ONLY, ROWS_SHUFFLED, UNMIXED
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    (workspace / "train.py").write_text(textwrap.dedent(UNMIXED.replace("ORDER", BATCH_ORDER_ONLY)))
+    top = Finding(failure_mode="data_pipeline", confidence=0.7, facts={"batches_unmixed": True},
+                  summary="the training batches do not mix the classes")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"batches_mixed": True}
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={**args["params"], "steps": 60})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and "test_batches_mix_the_classes" in failed, report.text()
+    assert report.path.endswith("test_batches_mix_the_classes.py")
+    (workspace / "train.py").write_text(textwrap.dedent(UNMIXED.replace("ORDER", ROWS_SHUFFLED)))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+def test_time_major_windows_reshaped_for_a_conv1d_fail_their_test(workspace):
+    """Blind dev pump_sensor_conv1d_ae: (T, C) windows reshaped to (N, C, L). An autoencoder has no labels to
+    shuffle; the layout check fails on the reshape and passes on the transpose."""
+    from test_probes import WINDOWS
+
+    (workspace / "train.py").write_text(textwrap.dedent(WINDOWS.replace("CUT", "s[:n * length].reshape(n, 4, length)")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params={"steps": 30})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and "test_image_channels_are_not_interleaved" in failed, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(WINDOWS.replace(
+        "CUT", "s[:n * length].reshape(n, length, 4).transpose(1, 2).contiguous()")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

@@ -1091,6 +1091,30 @@ def test_a_denoiser_trained_on_its_noisy_input_explains_the_validation_that_turn
     assert weigh_by_named_cause([turned_up]) == [turned_up]
 
 
+def test_an_lr_still_rising_at_the_last_epoch_the_script_sets_is_a_warmup_that_never_ended(tmp_path):
+    """Blind dev shapes_resnet_warmup_cosine: warmup counted in samples (5120) in a 320-step run, so the LR rises
+    through the whole log; the log alone reads "a warmup still in progress" (lr_too_high 0.3). The epoch series
+    reaching the script's `epochs = 8` says the run ended inside its warmup. A log that stops at epoch 5 of 8 is a
+    warmup still in progress and stays as it was."""
+    from types import SimpleNamespace
+    from tools.triage import script_epochs, weigh_by_run_end
+    script = tmp_path / "train.py"
+    script.write_text("import math\nbatch_size = 64\nepochs = 8\nbase_lr = 0.1\n")
+    assert script_epochs([script]) == (8, "train.py:3")
+    (tmp_path / "cli.py").write_text("import argparse\np = argparse.ArgumentParser()\n"
+                                     "p.add_argument('--num-epochs', type=int, default=30)\n")
+    assert script_epochs([tmp_path / "cli.py"]) == (30, "cli.py:3")
+    assert script_epochs([script, tmp_path / "cli.py"]) is None  # two answers: none
+    rising = Finding(failure_mode="lr_too_high", confidence=0.3, summary="lr rises through the whole log",
+                     facts={"lr_rising": True, "lr_first": 4.1e-4, "lr_end": 6.27e-3})
+    log = lambda last, first=1: SimpleNamespace(series=[SimpleNamespace(name="epoch", min=first, max=last)])  # noqa: E731
+    (ended,) = weigh_by_run_end([rising], log(8), [script])
+    assert ended.failure_mode == "lr_too_low" and ended.confidence >= 0.5 and "never ended" in ended.summary
+    assert weigh_by_run_end([rising], log(7, first=0), [script])[0].failure_mode == "lr_too_low"  # 0..7 is 8
+    assert weigh_by_run_end([rising], log(5), [script]) == [rising]
+    assert weigh_by_run_end([rising], SimpleNamespace(series=[]), [script]) == [rising]
+
+
 def test_a_validation_loader_prepared_apart_explains_the_overfitting_curve():
     """Validation fed on another scale than training stays bad while training falls: the log reads it as
     overfitting 0.7, above the 0.7 data_check finding that names the loader. The curve is its symptom."""

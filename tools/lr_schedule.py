@@ -269,7 +269,8 @@ def schedule_findings(lr: Curve, loss: Curve | None, nan_step: float | None, sha
                     f"{_step(steps[-1])}): a warmup still in progress, or one that never ends",
             evidence=[Evidence(what=f"{lr.name} at step {_step(steps[0])}", value=vals[0], source=where),
                       Evidence(what=f"{lr.name} at step {_step(steps[-1])}", value=vals[-1], source=where)],
-            fix="If the run is past its warmup, the warmup bound is wrong: schedule_check on the LR function"))
+            fix="If the run is past its warmup, the warmup bound is wrong: schedule_check on the LR function",
+            facts={"lr_rising": True, "lr_first": vals[0], "lr_end": vals[-1]}))
     return _one_per_mode(out)
 
 

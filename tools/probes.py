@@ -1190,16 +1190,22 @@ def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
     lag1, lag_c, c = ci.get("lag1_corr"), ci.get("lag_channels_corr"), ci.get("channels")
     if not (is_finite(lag1) and is_finite(lag_c)) or lag_c < 0.5 or lag_c < lag1 + INTERLEAVED:
         return None
+    image = ci.get("kind", "image") == "image"
+    unit, axis = ("pixels", "W") if image else ("values", "time")
     return Finding(
         failure_mode="data_pipeline", confidence=0.75,
         summary=f"{i.name} {i.shape} looks like channels-last data read as channels-first: along its last axis, "
-                f"pixels {c} apart correlate {lag_c:.2f} but neighbours only {lag1:.2f}, so each pixel's {c} channels "
-                "sit side by side (an (N, H, W, C) array reshaped or viewed to (N, C, H, W) scrambles rows and colours)",
-        evidence=[Evidence(what="correlation of neighbouring values along W", value=lag1, source=src),
-                  Evidence(what=f"correlation of values {c} apart along W", value=lag_c, source=src)],
-        fix="Move the channel axis with x.permute(0, 3, 1, 2) (then .contiguous()), never .reshape/.view; show one "
-            "image as the model receives it to check",
-        avoid="Do not retune the normalisation or the model: the pixels are in the wrong order, not the wrong scale",
+                f"{unit} {c} apart correlate {lag_c:.2f} but neighbours only {lag1:.2f}, so each step's {c} channels "
+                "sit side by side ("
+                + ("an (N, H, W, C) array reshaped or viewed to (N, C, H, W) scrambles rows and colours)" if image else
+                   "a time-major (T, C) stream reshaped or viewed to (N, C, L) mixes every channel into each row)"),
+        evidence=[Evidence(what=f"correlation of neighbouring values along {axis}", value=lag1, source=src),
+                  Evidence(what=f"correlation of values {c} apart along {axis}", value=lag_c, source=src)],
+        fix=("Move the channel axis with x.permute(0, 3, 1, 2) (then .contiguous()), never .reshape/.view; show one "
+             "image as the model receives it to check") if image else
+            ("Cut windows as (N, L, C) and move the channel axis with x.transpose(1, 2) (then .contiguous()), never "
+             ".reshape/.view; plot one window's channels as the model receives them to check"),
+        avoid=f"Do not retune the normalisation or the model: the {unit} are in the wrong order, not the wrong scale",
         location=i.name, facts={"channels_interleaved": True})
 
 
@@ -1273,7 +1279,8 @@ class InputStat(BaseModel):
     leak_feature: int | None = None
     leak_label_explained: Num = Field(None, description="share of label variance one feature alone explains")
     leak_exact_copy: bool | None = None
-    channel_interleave: dict | None = None  # an image batch: correlation along W at lag 1 and at lag C
+    channel_interleave: dict | None = None  # an image or Conv1d batch: correlation at lag 1 and lag C (last axis)
+    reconstructed: bool = Field(False, exclude=True)  # also the loss's target (an autoencoder's input)
 
 
 class LabelStat(BaseModel):
@@ -1307,6 +1314,7 @@ class DataCheckReport(ProbeReport):
     rows_note: str = ""
     # the loaders the factory built, read against the training batches (triage reads it; the finding carries it)
     split_shift: dict | None = Field(None, exclude=True)
+    batch_mixing: dict | None = Field(None, exclude=True)  # the training batches' label mix against a shuffle's
 
     def headline(self) -> str:
         if self.error:
@@ -1448,6 +1456,42 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
         facts={"rows_moved_apart": True})
 
 
+UNMIXED_RATIO, UNMIXED_TV = 4.0, 0.15  # dev: imu_activity_conv1d 9x the shuffled baseline; shuffled runs <= 1.4x
+
+
+def unmixed_batches_finding(mix: dict | None, label_slot: str | None, src: str) -> Finding | None:
+    """Batches that each hold one class (or one stretch of a sorted target): SGD then follows each batch's own
+    class in turn and forgets the others, and batch norm subtracts what the batch's rows share, which is the
+    class. Bengio 2012 ("Practical recommendations for gradient-based training") asks for examples in random
+    order within and across mini-batches."""
+    if not mix:
+        return None
+    got, shuffled = mix["stat"], mix["shuffled"]
+    if mix["regression"]:
+        if not (got * UNMIXED_RATIO <= shuffled and got <= 0.25):
+            return None
+        what, seen = "within-batch variance of the target / pooled variance", f"{got:.2f} (shuffled: {shuffled:.2f})"
+        summary = (f"the training batches are cut from rows sorted by the target: each batch's target varies "
+                   f"{got:.2f}x as much as the whole set does (shuffled batches of {mix['rows']} rows: {shuffled:.2f}x)")
+    else:
+        if not (got >= UNMIXED_RATIO * shuffled and got >= UNMIXED_TV):
+            return None
+        what, seen = "distance of each batch's class mix from the pooled mix (TV)", f"{got:.2f} (shuffled: {shuffled:.2f})"
+        summary = (f"the training batches do not mix the classes: a batch holds a median {mix['classes_per_batch']} of "
+                   f"{mix['classes']} classes and its class mix sits {got:.2f} from the pooled one (total variation; "
+                   f"shuffled batches of {mix['rows']} rows: {shuffled:.2f}): the rows are sorted by class and only "
+                   "the batch order is shuffled")
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7, summary=summary,
+        evidence=[Evidence(what=what, value=seen, source=src),
+                  Evidence(what="training batches read", value=mix["batches"], source=src)],
+        location=f"batch{label_slot}" if label_slot else None,
+        fix="Shuffle the rows, not the batches: DataLoader(..., shuffle=True), or a fresh torch.randperm over the "
+            "rows each epoch before cutting batches; print the labels of a few batches to check",
+        avoid="Do not tune the LR or batch norm: each step fits one class and forgets the others",
+        facts={"batches_unmixed": True})
+
+
 def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
     """A loader whose inputs sit far from the training batches while another loader matches them: the same model
     sees validation (or test) data on another scale than it trained on, so validation is bad however well
@@ -1493,6 +1537,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
+                          batch_mixing=raw.get("batch_mixing"),
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
                           and "skipped" not in raw["split_shift"] else None,
                           **fields)
@@ -1511,7 +1556,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
         if inter:
             rep.findings.append(inter)
         lo_hi = i.feature_mean_range + i.feature_std_range
-        if len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
+        if not i.reconstructed and len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
                 max(abs(lo_hi[0]), abs(lo_hi[1])) > 10 or lo_hi[3] > 20):
             rep.findings.append(Finding(
                 failure_mode="data_pipeline", confidence=0.4,
@@ -1553,6 +1598,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     shift = split_shift_finding(rep.split_shift, src)
     if shift:
         rep.findings.append(shift)
+    unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)
+    if unmixed:
+        rep.findings.append(unmixed)
     moved = _rows_finding(raw.get("rows") or {}, src)
     if moved:
         rep.findings.append(moved)

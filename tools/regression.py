@@ -100,9 +100,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
        "match each row's padding; images are not channels-last read as channels-first; with check_scale, every "
        "input feature is standardised (|mean| <= max_abs_mean, std <= max_std); with splits_alike, every "
-       "DataLoader the factory builds feeds inputs on the training batches' scale.",
+       "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
+       "batches mix the labels as a shuffle would.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
-        "max_std": 20.0, "splits_alike": False}),
+        "max_std": 20.0, "splits_alike": False, "batches_mixed": False}),
     _T("padding", "target",
        "The model does not read its padding: the shortest rows of a padded batch, fed as they come and with their "
        "padding cut to their longest content, give the same outputs (change under max_padding_change of the "
@@ -604,6 +605,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "batch_norm_statistics_follow"
     if failure_mode == "data_pipeline" and (params or {}).get("splits_alike"):
         default = "splits_fed_alike"
+    if failure_mode == "data_pipeline" and (params or {}).get("batches_mixed"):
+        default = "batches_mix_the_classes"
     slug = slug_for_test(name if name is not None else default)
     for spec, file, what in ((target, target_file, "target"), (function, function_file, "function")):
         if spec:

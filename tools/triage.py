@@ -1025,6 +1025,76 @@ def weigh_by_norm_stats(findings: list[Finding], log_loss, log_val) -> list[Find
     return [seen if f is slow else f for f in findings if f.failure_mode != "healthy"]
 
 
+EPOCH_NAMES = {"epochs", "num_epochs", "n_epochs", "max_epochs", "total_epochs", "num_train_epochs", "train_epochs"}
+WARMUP_NEVER_ENDED = 0.65  # the LR still rising when the run reached the last epoch its script sets
+
+
+def script_epochs(sources: list[Path]) -> tuple[int, str] | None:
+    """(epochs, "file:line") the training script sets: a module-level constant (EPOCHS = 8), a config dict or
+    dataclass field of that name, or an argparse default (--epochs, default=8). None when absent or ambiguous."""
+    found: dict[int, str] = {}
+
+    def note(name: str, value: ast.AST, path: Path, line: int) -> None:
+        if name.lower() in EPOCH_NAMES and isinstance(value, ast.Constant) and type(value.value) is int \
+                and 0 < value.value < 100_000:
+            found.setdefault(value.value, f"{path.name}:{line}")
+
+    for path in sources:
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and node in tree.body:
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        note(t.id, node.value, path, node.lineno)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                note(node.target.id, node.value, path, node.lineno)  # a dataclass field or a typed constant
+            elif isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        note(k.value, v, path, k.lineno)
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                flag = next((a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                             and a.value.startswith("--")), None)
+                default = next((k.value for k in node.keywords if k.arg == "default"), None)
+                if flag and default is not None:
+                    note(flag.lstrip("-").replace("-", "_"), default, path, node.lineno)
+    return next(iter(found.items())) if len(found) == 1 else None
+
+
+def weigh_by_run_end(findings: list[Finding], lm, sources: list[Path]) -> list[Finding]:
+    """An LR still rising at the end of the log is a warmup in progress (healthy) or one that never ends (the
+    warmup sized in samples or epochs where scheduler.step() counts batches: the whole run trains at a fraction
+    of its peak). The log's epoch series reaching the last epoch its script sets tells them apart."""
+    rising = next((f for f in findings if f.facts.get("lr_rising")), None)
+    epoch = next((x for x in lm.series if x.name.lower() == "epoch"), None) if lm is not None and rising else None
+    cfg = script_epochs(sources) if epoch is not None else None
+    if cfg is None or not is_finite(epoch.max) or not is_finite(epoch.min):
+        return findings
+    n, where = cfg
+    last = epoch.max + (1 if epoch.min == 0 else 0)  # epochs counted from 0 end at n - 1
+    if last < n:
+        return findings
+    lr_first, lr_end = rising.facts.get("lr_first"), rising.facts.get("lr_end")
+    ended = Finding(
+        failure_mode="lr_too_low", confidence=WARMUP_NEVER_ENDED,
+        summary=f"the run reached its last epoch ({_fmt(epoch.max)}; {where} sets {n}) with the LR still rising "
+                f"({_fmt(lr_first)} -> {_fmt(lr_end)}): its warmup never ended, so the whole run trained at a "
+                "fraction of its peak LR and the decay never came",
+        evidence=rising.evidence + [Evidence(what="last epoch logged", value=epoch.max, source="log_metrics"),
+                                    Evidence(what="epochs the script sets", value=n, source=where)],
+        fix="Count the warmup (and the schedule's horizon) in the unit scheduler.step() is called in: with a "
+            "per-batch step, warmup_steps = warmup_epochs * len(train_loader), not len(train_set) (samples); check "
+            "the LR at the end of warmup with schedule_check or by printing it",
+        avoid="Do not raise the base LR or lengthen the run: the peak is right, the warmup bound is wrong",
+        facts={"warmup_never_ended": True})
+    return [ended if f is rising else f for f in findings]
+
+
 # static rules that say each row carries another row's label (the labels are noise to the model)
 LABELS_ELSEWHERE = {"rows_moved_apart_from_labels", "inputs_and_targets_drawn_apart"}
 
@@ -1206,6 +1276,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("rows_mixed") and target:
             # the loss's shapes can match while the model pairs rows with other rows' features
             args["params"] = {"rows_apart": True}
+        if top.facts.get("batches_unmixed") and target:
+            # the label checks pass on this bug (every row keeps its own label): the batches' order is what is wrong
+            args["params"] = {"batches_mixed": True}
         if top.facts.get("splits_apart") and target:
             # the label checks pass on this bug (training's own rows and labels are fine): the other loader is not
             args["params"] = {"splits_alike": True}
@@ -1476,14 +1549,14 @@ async def run_triage(
     report = await triage(steps, budget_s, on_progress,
                           next_steps=lambda fs, ran: suggest_next(fs, target_label or target, log_name, ran, command,
                                                                   schedules, script_horizon(), w),
-                          weigh=lambda fs: weigh_by_norm_stats(weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_named_cause(weigh_by_recurrence(
+                          weigh=lambda fs: weigh_by_run_end(weigh_by_norm_stats(weigh_by_run_progress(weigh_by_schedule(weigh_by_unregistered(weigh_by_padding(weigh_by_loss_input(weigh_by_named_cause(weigh_by_recurrence(
                               weigh_by_labels(weigh_signal_by_run(weigh_by_prior(weigh_by_log(
                                   weigh_by_learning(fs, seen.get("overfit_test"), log_loss(), log_val()), log_loss(),
                                   seen.get("nan_hook_run:script")), seen.get("data_check"), log_val()),
                                   seen.get("data_check"), log_val()),
                                   seen.get("labels_at_lr"), seen.get("overfit_test")),
                               seen.get("grad_norm_snapshot:script"))))))), seen.get("overfit_test"), log_loss(), log_val()),
-                              log_loss(), log_val()))
+                              log_loss(), log_val()), seen.get("log_metrics"), sources or []))
     root = f"{w.resolve()}/"  # the agent names files relative to the workspace, as it passes them
     for step in report.steps:
         step.summary = step.summary.replace(root, "")

@@ -27,11 +27,17 @@ def _distinct_batches(target, n):
     return out
 
 
-def channel_interleave(x: torch.Tensor) -> dict | None:
-    """An image batch (N, C, H, W), C of 3 or 4: are neighbouring pixels along W less alike than pixels C apart?
-    An (N, H, W, C) array reshaped or viewed to (N, C, H, W) instead of permuted reads each pixel's channels
-    side by side along W, so the same channel recurs every C steps. Correlation of x[..., :-k] with x[..., k:]."""
-    if x.dim() != 4 or x.shape[1] not in (3, 4) or x.shape[-1] < 8 or not x.is_floating_point():
+def channel_interleave(x: torch.Tensor, conv1d_channels=()) -> dict | None:
+    """An image batch (N, C, H, W), C of 3 or 4, or a signal batch (N, C, L) that a Conv1d of C input channels
+    reads: are neighbouring values along the last axis less alike than values C apart? An (N, H, W, C) array (or
+    a time-major (T, C) stream cut into windows) reshaped or viewed to channels-first instead of permuted reads
+    each step's channels side by side, so the same channel recurs every C steps. Correlation of x[..., :-k] with
+    x[..., k:]."""
+    if not x.is_floating_point():
+        return None
+    image = x.dim() == 4 and x.shape[1] in (3, 4) and x.shape[-1] >= 8
+    signal = x.dim() == 3 and 2 <= x.shape[1] <= 16 and x.shape[1] in conv1d_channels and x.shape[-1] >= 4 * x.shape[1]
+    if not (image or signal):
         return None
     c = int(x.shape[1])
     x = x[:64].float()
@@ -42,7 +48,7 @@ def channel_interleave(x: torch.Tensor) -> dict | None:
         return (a * b).sum() / (a.norm() * b.norm() + 1e-12)
 
     lag1, lag_c = T.to_floats(corr(1), corr(c))
-    return {"channels": c, "lag1_corr": lag1, "lag_channels_corr": lag_c}
+    return {"channels": c, "lag1_corr": lag1, "lag_channels_corr": lag_c, "kind": "image" if image else "signal"}
 
 
 def _concat(ts):
@@ -378,6 +384,41 @@ def rows_keep_labels(a, tables, target, batches, label):
     return {**out, "tables": plan.provenance(tables)[:8]}
 
 
+def batch_mixing(ys: list) -> dict | None:
+    """Do the training batches mix the labels like a shuffle would? Per batch, the total-variation distance of
+    its class mix from the pooled one (for a regression target: its variance over the pooled variance), against
+    the same statistic for the pooled labels shuffled into batches of the same sizes. Batches cut from rows
+    sorted by class (or target), with only the batch order shuffled, sit far from the shuffled baseline."""
+    if len(ys) < 3 or any(y.dim() != 1 or y.shape[0] < 8 for y in ys):
+        return None
+    sizes = [int(y.shape[0]) for y in ys]
+    pooled = torch.cat([y.detach() for y in ys])
+    if pooled.is_floating_point() and torch.isfinite(pooled).all() and bool((pooled == pooled.round()).all()) \
+            and len(pooled.unique()) <= 50:
+        pooled = pooled.long()  # 0/1 targets of a BCE loss are classes
+    regression = pooled.is_floating_point()
+    if not regression and (pooled.min() < 0 or len(pooled.unique()) < 2):
+        return None
+
+    def stat(labels):
+        parts = labels.split(sizes)
+        if regression:
+            var = labels.float().var().clamp_min(1e-12)
+            return float(sum(p.float().var() for p in parts) / len(parts) / var)
+        c = int(labels.max()) + 1
+        p = torch.bincount(labels.long(), minlength=c).float() / len(labels)
+        return float(sum(0.5 * (torch.bincount(q.long(), minlength=c).float() / len(q) - p).abs().sum()
+                         for q in parts) / len(parts))
+
+    g = torch.Generator().manual_seed(0)
+    base = sum(stat(pooled[torch.randperm(len(pooled), generator=g)]) for _ in range(5)) / 5
+    out = {"batches": len(ys), "rows": sizes[0], "regression": regression, "stat": stat(pooled), "shuffled": base}
+    if not regression:
+        out["classes"] = int(len(pooled.unique()))
+        out["classes_per_batch"] = sorted(int(len(y.unique())) for y in ys)[len(ys) // 2]
+    return out
+
+
 # how far a loader's inputs may sit from the training batches' before they are "prepared differently": healthy
 # validation splits of the dev gallery sit within 0.1 training SDs (median over features), spread within 0.9-1.1x
 SHIFT_MATCH, SHIFT_APART, SPREAD_APART = 0.3, 1.0, 3.0
@@ -477,14 +518,16 @@ def run(job):
         for path, t in T.flatten(b, "batch"):
             tensors.setdefault(path, []).append(t)
     label_key = f"batch{label}" if label is not None else None
+    conv1d_in = {m.in_channels for m in model.modules() if isinstance(m, torch.nn.Conv1d)}
     report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": [],
               "identical_batches": report_same, "lengths": lengths_match_padding(batches, label)}
     y = _concat(tensors[label_key]) if label_key in tensors else None
     for path, ts in tensors.items():
-        if path == label_key:
-            continue
+        if path == label_key and len(tensors) > 1:
+            continue  # an autoencoder's one tensor is its input as well as its target: read as an input
         x = _concat(ts)
-        entry = {"name": path, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+        entry = {"name": path, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", ""),
+                 "reconstructed": path == label_key}
         if x.is_floating_point():
             f = feature_view(x)
             fin = torch.isfinite(f)
@@ -497,10 +540,10 @@ def run(job):
                          feature_mean_range=[min(means), max(means)], feature_std_range=[min(stds), max(stds)],
                          constant_features=[i for i, s in enumerate(stds) if s == 0.0][:20],
                          feature_means=means[:64], feature_stds=stds[:64])
-            inter = channel_interleave(x)
+            inter = channel_interleave(x, conv1d_in)
             if inter is not None:
                 entry["channel_interleave"] = inter
-            if y is not None:
+            if y is not None and path != label_key:
                 score = leakage(x, y)
                 if score is not None:
                     sv = score.tolist()
@@ -549,6 +592,7 @@ def run(job):
             report["rows"] = rows_keep_labels(a, tables, target, batches, label)
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
             report["rows"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    report["batch_mixing"] = batch_mixing(tensors[label_key]) if label_key in tensors else None
     try:
         report["split_shift"] = split_shift(target, tensors, label_key)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
