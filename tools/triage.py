@@ -826,6 +826,15 @@ def weigh_by_prior(findings: list[Finding], data, log_val) -> list[Finding]:
         summary=summary, evidence=evidence, fix=fix,
         avoid="Do not add regularisation, stop early or tune the LR: there is nothing learnt to keep")
     held = next((f for f in findings if f.failure_mode == "data_pipeline"), None)  # one finding per mode
+    if held is not None and held.confidence >= VERDICT and not any(
+            held.facts.get(k) for k in ("labels_no_signal", "symptom_only", "never_beat_prior")):
+        # a finding that names the bug (batches sorted by class, a split on another scale) already says why the
+        # labels do not generalise: this reading is its evidence, and its fix stays the one to act on
+        named = held.model_copy(update={
+            "confidence": max(cause.confidence, held.confidence),
+            "evidence": held.evidence + [e for e in cause.evidence[:2] if e not in held.evidence],
+            "facts": {**cause.facts, **held.facts}})
+        return [named] + [explained(f, named, why) if f is fit else f for f in findings if f is not held]
     if held is not None:
         # its facts travel with it, as in merge_findings: weigh_by_labels still reads a label comparison's
         cause = cause.model_copy(update={"confidence": max(cause.confidence, held.confidence),
