@@ -1100,7 +1100,7 @@ def weigh_by_run_end(findings: list[Finding], lm, sources: list[Path]) -> list[F
             "per-batch step, warmup_steps = warmup_epochs * len(train_loader), not len(train_set) (samples); check "
             "the LR at the end of warmup with schedule_check or by printing it",
         avoid="Do not raise the base LR or lengthen the run: the peak is right, the warmup bound is wrong",
-        facts={"warmup_never_ended": True})
+        facts={"warmup_never_ended": True, "warmup_spans_run": True})  # the same next steps and test
     return [ended if f is rising else f for f in findings]
 
 
