@@ -105,7 +105,7 @@ class _RowsSite(TorchFunctionMode):
     def __init__(self, model, rows, ref=None):
         super().__init__()
         self.model, self.rows, self.ref = model, rows, ref
-        self.outs, self.mixed, self.site, self.depth, self.lost = [], {}, None, 0, False
+        self.outs, self.mixed, self.site, self.depth, self.lost, self.kept = [], {}, None, 0, False, 0
 
     def __enter__(self):
         self._h = [self.model.register_forward_pre_hook(lambda *a: setattr(self, "depth", self.depth + 1)),
@@ -141,6 +141,10 @@ class _RowsSite(TorchFunctionMode):
             return out
         i, name = len(self.outs), T._fn_name(func)
         if self.ref is None:
+            self.kept += sum(t.numel() for t in outs)
+            if self.kept > ROWS_SITE_ELEMENTS:  # a large model's every activation is not worth a probe's memory
+                self.lost = True
+                return out
             self.outs.append((name, [t.detach().clone() for t in outs]))
             return out
         self.outs.append(None)
@@ -157,6 +161,9 @@ class _RowsSite(TorchFunctionMode):
         return out
 
 
+ROWS_SITE_ELEMENTS = 50_000_000  # ~200 MB of float32 kept from the first forward
+
+
 def mixing_site(target, model, batch, copied) -> str | None:
     """file:line (function) of the user's line where the rows first mix, or None."""
     rows = [t for _, t in T.flatten(batch) if t.dim() > 0][0].shape[0]
@@ -165,8 +172,10 @@ def mixing_site(target, model, batch, copied) -> str | None:
         with _RowsSite(model, rows, runs[0].outs if runs else None) as rec:
             torch.manual_seed(0)
             target.loss(model, b)
+        if rec.lost:
+            return None
         runs.append(rec)
-    return None if runs[1].lost else runs[1].site
+    return runs[1].site
 
 
 def _with_code(site: str | None) -> dict | None:
