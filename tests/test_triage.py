@@ -526,6 +526,13 @@ def test_overfitting_whose_validation_never_beat_the_label_prior_is_a_label_misa
     weighed = weigh_by_prior([fit, labels], data, val(0.6516, 0.6516))
     assert [f.failure_mode for f in weighed] == ["data_pipeline", "overfitting"]
     assert weighed[0].facts["labels_no_signal"] and weighed[0].facts["never_beat_prior"]
+    # one that names the bug keeps its summary and fix, with this reading as its evidence (dev
+    # loan_default_branch_mlp: its unmixed batches had been replaced by "pair each row with its own label")
+    unmixed = Finding(failure_mode="data_pipeline", confidence=0.7, summary="the training batches do not mix the "
+                      "classes", fix="Shuffle the rows, not the batches", facts={"batches_unmixed": True})
+    top = weigh_by_prior([fit, unmixed], data, val(0.6516, 0.6516))[0]
+    assert top.summary == unmixed.summary and top.fix == unmixed.fix and top.confidence >= 0.7
+    assert top.facts["never_beat_prior"] and any(e.source == "log_metrics" for e in top.evidence)
 
 
 def test_training_that_learnt_without_memorising_while_validation_got_worse_than_the_prior_is_a_pipeline_split():
