@@ -200,8 +200,13 @@ def rows_mixed(target, model, batch) -> dict | None:
     seq_first = any(isinstance(m, SEQ_FIRST_LAYERS) and not getattr(m, "batch_first", True) for m in model.modules())
     if seq_first and not any(t.dim() == 1 and t.shape[0] == rows for t in tensors[1:]):
         return None
-    outs = []
+    outs, fed = [], []
     hook = model.register_forward_hook(lambda m, i, o: outs.append(T.prediction(o)) if len(outs) < 3 else None)
+    # what the model's root is fed: a loss function that mixes rows before the model (mixup's x.flip(0))
+    # changes rows 2.. of its input already, and then it is not the model that mixes them
+    pre = model.register_forward_pre_hook(lambda m, args, kwargs: fed.append(
+        [t.detach().clone() for _, t in T.flatten((args, kwargs)) if t.dim() > 0 and t.shape[0] == rows])
+        if len(fed) < 3 else None, with_kwargs=True)
     was = model.training
     model.eval()
     try:
@@ -216,7 +221,11 @@ def rows_mixed(target, model, batch) -> dict | None:
         return None
     finally:
         hook.remove()
+        pre.remove()
         model.train(was)
+    if len(fed) == 3 and len(fed[0]) == len(fed[2]) and any(
+            x.shape != y.shape or not torch.equal(x[2:], y[2:]) for x, y in zip(fed[0], fed[2])):
+        return None  # rows 2.. of the model's own input moved: the mixing is outside the model
     a, again, b = outs[:3]
     if any(o is None or o.dim() == 0 or o.shape[0] != rows for o in (a, again, b)) or a.shape != b.shape:
         return None
