@@ -1034,6 +1034,17 @@ def weigh_by_norm_stats(findings: list[Finding], log_loss, log_val) -> list[Find
     return [seen if f is slow else f for f in findings if f.failure_mode != "healthy"]
 
 
+def parsed_sources(sources: list[Path]):
+    """(path, module AST) of each Python source that parses; the others are skipped."""
+    for path in sources:
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        try:
+            yield path, ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError, OSError):
+            continue
+
+
 EPOCH_NAMES = {"epochs", "num_epochs", "n_epochs", "max_epochs", "total_epochs", "num_train_epochs", "train_epochs"}
 WARMUP_NEVER_ENDED = 0.65  # the LR still rising when the run reached the last epoch its script sets
 
@@ -1048,13 +1059,7 @@ def script_epochs(sources: list[Path]) -> tuple[int, str] | None:
                 and 0 < value.value < 100_000:
             found.setdefault(value.value, f"{path.name}:{line}")
 
-    for path in sources:
-        if path.suffix != ".py" or not path.is_file():
-            continue
-        try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError, OSError):
-            continue
+    for path, tree in parsed_sources(sources):
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and node in tree.body:
                 for t in node.targets:
@@ -1372,16 +1377,8 @@ SCHEDULE_NAME = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler)(_|$)|^ge
 
 def schedule_functions(sources: list[Path], workspace: Path, limit: int = 2) -> list[str]:
     """'file.py:get_lr' for top-level one-argument functions named like an LR schedule (nanoGPT's get_lr(it))."""
-    import ast
-
     out: list[str] = []
-    for path in sources:
-        if path.suffix != ".py" or not path.is_file():
-            continue
-        try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError, OSError):
-            continue
+    for path, tree in parsed_sources(sources):
         for node in tree.body:
             # one argument, the step: make_scheduler(optimizer) builds a scheduler, it is not a schedule
             if isinstance(node, ast.FunctionDef) and SCHEDULE_NAME.search(node.name) \
