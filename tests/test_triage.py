@@ -1117,6 +1117,7 @@ def test_an_lr_still_rising_at_the_last_epoch_the_script_sets_is_a_warmup_that_n
     log = lambda last, first=1: SimpleNamespace(series=[SimpleNamespace(name="epoch", min=first, max=last)])  # noqa: E731
     (ended,) = weigh_by_run_end([rising], log(8), [script])
     assert ended.failure_mode == "lr_too_low" and ended.confidence >= 0.5 and "never ended" in ended.summary
+    assert [e.what for e in ended.evidence[:2]] == ["last epoch logged", "epochs the script sets"]
     assert weigh_by_run_end([rising], log(7, first=0), [script])[0].failure_mode == "lr_too_low"  # 0..7 is 8
     assert weigh_by_run_end([rising], log(5), [script]) == [rising]
     assert weigh_by_run_end([rising], SimpleNamespace(series=[]), [script]) == [rising]

@@ -1099,8 +1099,9 @@ def weigh_by_run_end(findings: list[Finding], lm, sources: list[Path]) -> list[F
         summary=f"the run reached its last epoch ({_fmt(epoch.max)}; {where} sets {n}) with the LR still rising "
                 f"({_fmt(lr_first)} -> {_fmt(lr_end)}): its warmup never ended, so the whole run trained at a "
                 "fraction of its peak LR and the decay never came",
-        evidence=rising.evidence + [Evidence(what="last epoch logged", value=epoch.max, source="log_metrics"),
-                                    Evidence(what="epochs the script sets", value=n, source=where)],
+        # the two facts that make it a bug come first: a compact reply shows the first three
+        evidence=[Evidence(what="last epoch logged", value=epoch.max, source="log_metrics"),
+                  Evidence(what="epochs the script sets", value=n, source=where)] + rising.evidence,
         fix="Count the warmup (and the schedule's horizon) in the unit scheduler.step() is called in: with a "
             "per-batch step, warmup_steps = warmup_epochs * len(train_loader), not len(train_set) (samples); check "
             "the LR at the end of warmup with schedule_check or by printing it",
