@@ -1467,16 +1467,17 @@ def unmixed_batches_finding(mix: dict | None, label_slot: str | None, src: str) 
     if not mix:
         return None
     got, shuffled = mix["stat"], mix["shuffled"]
+    seen = f"{got:.2f} (shuffled: {shuffled:.2f})"
     if mix["regression"]:
         if not (got * UNMIXED_RATIO <= shuffled and got <= 0.25):
             return None
-        what, seen = "within-batch variance of the target / pooled variance", f"{got:.2f} (shuffled: {shuffled:.2f})"
+        what = "within-batch variance of the target / pooled variance"
         summary = (f"the training batches are cut from rows sorted by the target: each batch's target varies "
                    f"{got:.2f}x as much as the whole set does (shuffled batches of {mix['rows']} rows: {shuffled:.2f}x)")
     else:
         if not (got >= UNMIXED_RATIO * shuffled and got >= UNMIXED_TV):
             return None
-        what, seen = "distance of each batch's class mix from the pooled mix (TV)", f"{got:.2f} (shuffled: {shuffled:.2f})"
+        what = "distance of each batch's class mix from the pooled mix (TV)"
         summary = (f"the training batches do not mix the classes: a batch holds a median {mix['classes_per_batch']} of "
                    f"{mix['classes']} classes and its class mix sits {got:.2f} from the pooled one (total variation; "
                    f"shuffled batches of {mix['rows']} rows: {shuffled:.2f}): the rows are sorted by class and only "

@@ -164,9 +164,8 @@ class _RowsSite(TorchFunctionMode):
 ROWS_SITE_ELEMENTS = 50_000_000  # ~200 MB of float32 kept from the first forward
 
 
-def mixing_site(target, model, batch, copied) -> str | None:
+def mixing_site(target, model, batch, copied, rows: int) -> str | None:
     """file:line (function) of the user's line where the rows first mix, or None."""
-    rows = [t for _, t in T.flatten(batch) if t.dim() > 0][0].shape[0]
     runs = []
     for b in (batch, copied):
         with _RowsSite(model, rows, runs[0].outs if runs else None) as rec:
@@ -200,6 +199,7 @@ def rows_mixed(target, model, batch) -> dict | None:
     seq_first = any(isinstance(m, SEQ_FIRST_LAYERS) and not getattr(m, "batch_first", True) for m in model.modules())
     if seq_first and not any(t.dim() == 1 and t.shape[0] == rows for t in tensors[1:]):
         return None
+    copied = _row_copied(batch, rows)
     outs, fed = [], []
     hook = model.register_forward_hook(lambda m, i, o: outs.append(T.prediction(o)) if len(outs) < 3 else None)
     # what the model's root is fed: a loss function that mixes rows before the model (mixup's x.flip(0))
@@ -211,7 +211,7 @@ def rows_mixed(target, model, batch) -> dict | None:
     model.eval()
     try:
         with torch.no_grad():
-            for b in (batch, batch, _row_copied(batch, rows)):
+            for b in (batch, batch, copied):
                 n = len(outs)
                 torch.manual_seed(0)  # the same random draws each time (a functional dropout left on)
                 target.loss(model, b)
@@ -242,7 +242,7 @@ def rows_mixed(target, model, batch) -> dict | None:
         model.eval()
         try:
             with torch.no_grad():
-                site = _with_code(mixing_site(target, model, batch, _row_copied(batch, rows)))
+                site = _with_code(mixing_site(target, model, batch, copied, rows))
         except Exception:  # noqa: BLE001 - where is a bonus: the finding stands without it
             site = None
         finally:
