@@ -137,6 +137,14 @@ def test_triage_text_names_remote_hypotheses_on_one_line():
     assert "Also seen (60%): dead_units — constant output" in text  # >= 0.5 below the top two: still a line
     assert "Less likely: frozen_params 30% at stem.0 (+2), bad_init 20%" in text
     assert "saturated" not in text  # a remote hypothesis' reason is in the structured findings
+    # a second that does not contend reads as in the structured content: its first 200 characters
+    why = "the real labels generalise no better than permuted ones, " * 8
+    far = rep.model_copy(update={"findings": [rep.findings[0], rep.findings[1].model_copy(update={"summary": why})]})
+    line = next(l for l in far.summary_text().splitlines() if l.startswith("Alternative"))
+    assert line.endswith(" [...]") and why[:150] in line and why not in line
+    assert line[line.index("— ") + 2:] == summary(far)["findings"][1]["summary"]
+    close = far.model_copy(update={"findings": [far.findings[0], far.findings[1].model_copy(update={"confidence": 0.6})]})
+    assert why in close.summary_text()  # a contender keeps its whole reason
 
 
 def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid():

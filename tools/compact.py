@@ -231,6 +231,18 @@ FINDINGS_CUT = (  # what each tightening step of cap_evidence leaves of the find
 )
 
 
+def contends(confidence: float, top: float) -> bool:
+    """A second finding this strong, or this close to the top one, is shown with its facts and fix."""
+    return confidence >= CONTENDER or confidence >= top - CONTENDER_GAP
+
+
+def clip(text: str, keep: int) -> str:
+    """The first `keep` characters of a summary, cut at a word, marked as cut ("" for keep 0)."""
+    if len(text) <= keep:
+        return text
+    return text[:keep].rsplit(" ", 1)[0] + " [...]" if keep else ""
+
+
 def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) -> None:
     """At most EVIDENCE_MAX facts and the fix for the top finding and for a second one that contends with it
     (>= CONTENDER, or within CONTENDER_GAP of the top); the ones below show their summary only (remote
@@ -244,7 +256,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
     for rank, i in enumerate(order):
         f = findings[i]
         conf = f.get("confidence", 0)
-        shown = rank == 0 or (rank == 1 and tight < 3 and (conf >= CONTENDER or conf >= top - CONTENDER_GAP))
+        shown = rank == 0 or (rank == 1 and tight < 3 and contends(conf, top))
         cap = (EVIDENCE_MAX if rank == 0 or not tight else TIGHT_SECOND_FACTS) if shown else 0
         if len(f.get("evidence", [])) > cap:
             f["evidence"], cut = f["evidence"][:cap], True
@@ -259,7 +271,7 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
         keep = (REMOTE_SUMMARY_MAX if rank == 1 and tight >= 3
                 else (REMOTE_SUMMARY_MAX, TIGHT_SUMMARY_MAX, 0)[min(tight, 2)])
         if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
-            f["summary"], cut = (f["summary"][:keep].rsplit(" ", 1)[0] + " [...]") if keep else "", True
+            f["summary"], cut = clip(f["summary"], keep), True
     if cut:  # one note for the rule, not one per finding
         omitted["findings"] = FINDINGS_CUT[min(tight, 3)] + "; the rest in detail='full'"
 

@@ -1306,8 +1306,8 @@ def rule_optimizer_built_before_unfreeze(f: ParsedFile) -> list[Hit]:
         if site is None:
             continue
         filt, ctor, _ = built[0]
-        why = (f"the optimizer at line {ctor.lineno} gets only the parameters with requires_grad=True when it is built "
-               f"(`{f.seg(filt).strip()[:80]}`), and line {site.lineno} (`{f.seg(site).strip()[:60]}`) unfreezes more "
+        why = (f"line {ctor.lineno} builds the optimizer from the parameters with requires_grad=True only "
+               f"(`{f.seg(filt).strip()[:80]}`); line {site.lineno} (`{f.seg(site).strip()[:60]}`) unfreezes more "
                "inside the training loop: they get gradients but are in no param group, so optimizer.step() never "
                "updates them")
         return [(filt, "optimizer_built_before_unfreeze", {"why": why})]

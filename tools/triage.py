@@ -107,7 +107,10 @@ class TriageReport(Report):
         lines = [self.headline(), "", "Diagnosis", "========="]
         labels = ["Most likely cause", "Alternative hypothesis", "Also consider"]
         for label, f in zip(labels, self.findings):
-            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
+            # a second finding that does not contend reads as in the structured content: what it is, not every reason
+            summary = (f.summary if i != 1 or compact.contends(f.confidence, self.findings[0].confidence)
+                       else compact.clip(f.summary, compact.REMOTE_SUMMARY_MAX))
+            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {summary}")
             if f.location:
                 lines.append(f"  Where: {f.location}")
             for e in f.evidence[:4]:
@@ -133,7 +136,10 @@ class TriageReport(Report):
                               + (f" at {compact.first_place(f.location)}" if f.location else ""))
                 continue
             label = labels[i] if i < len(labels) else "Also seen"
-            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
+            # a second finding that does not contend reads as in the structured content: what it is, not every reason
+            summary = (f.summary if i != 1 or compact.contends(f.confidence, self.findings[0].confidence)
+                       else compact.clip(f.summary, compact.REMOTE_SUMMARY_MAX))
+            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {summary}")
             if i == 0:
                 lines += [f"  Where: {f.location}"] if f.location else []
                 lines += [f"  Evidence: {_facts(f.evidence[:3])}"] if f.evidence else []
