@@ -456,6 +456,14 @@ def test_verdicts_never_call_a_passing_or_setup_failing_test_a_catch():
     assert (fails, catches) == (True, False) and "could not load the code under test" in verdict
     fails, catches, verdict, _ = judge("timeout")
     assert (fails, catches) == (True, False) and "not a symptom" in verdict
+    # imu_activity_conv1d (stop 44 drive): the check the params asked for leads, not the first to fail in the file
+    run = PytestRun("failed", [CaseResult(test="test_real_labels_generalise_better_than_shuffled_ones", outcome="failed",
+                                          kind="assertion", message="AssertionError: misaligned"),
+                               CaseResult(test="test_batches_mix_the_classes", outcome="failed", kind="assertion",
+                                          message="AssertionError: unmixed")], 1, 1.0, "py", "")
+    _, catches, verdict, msg = judge_before_fix(run, "data_pipeline", 60.0, ("test_batches_mix_the_classes",))
+    assert catches and msg == "AssertionError: unmixed" and "test_batches_mix_the_classes fails" in verdict
+    assert judge_before_fix(run, "data_pipeline", 60.0)[3] == "AssertionError: misaligned"
 
 
 def test_lengths_sorted_without_their_rows_fail_the_data_test_and_the_fix_passes(workspace):

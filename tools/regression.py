@@ -756,9 +756,17 @@ EXPECTED_EXCEPTION = {"exception", "shape_mismatch", "oom"}
 LOAD_ERROR = re.compile(r"(NameError: name '\w+' is not defined|ModuleNotFoundError|ImportError)")
 
 
-def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float) -> tuple[bool, bool, str, str]:
-    """(fails_now, catches_bug, verdict, first failure message) for a test written on the buggy code."""
-    failed = [c for c in run.cases if c.outcome in ("failed", "error")]
+# the test a param opts into: when it fails, it is the one the finding asked for, so it leads the verdict
+PARAM_TESTS = {"batches_mixed": "test_batches_mix_the_classes",
+               "splits_alike": "test_every_loader_is_fed_like_the_training_batches",
+               "check_scale": "test_input_features_are_standardised"}
+
+
+def judge_before_fix(run: PytestRun, failure_mode: str, timeout_s: float,
+                     lead: tuple[str, ...] = ()) -> tuple[bool, bool, str, str]:
+    """(fails_now, catches_bug, verdict, first failure message) for a test written on the buggy code; a failing
+    test named in `lead` (the check the params asked for) is reported before the others."""
+    failed = sorted((c for c in run.cases if c.outcome in ("failed", "error")), key=lambda c: c.test not in lead)
     ran = [c for c in run.cases if c.outcome != "skipped"]
     first = failed[0].message if failed else ""
     if run.status == "timeout":
@@ -910,7 +918,8 @@ async def write_regression_test(*, workspace_root: Path, failure_mode: str, name
     await progress(1, f"running pytest {rel} on the current code")
     run = await run_pytest(rel, workspace_root, python, timeout_s)
     await progress(3, "done")
-    fails_now, catches, verdict, message = judge_before_fix(run, failure_mode, timeout_s)
+    lead = tuple(test for param, test in PARAM_TESTS.items() if (params or {}).get(param))
+    fails_now, catches, verdict, message = judge_before_fix(run, failure_mode, timeout_s, lead)
     state = "catches" if catches else "misses" if not fails_now else "setup"
     return RegressionTestReport(
         path=rel, failure_mode=failure_mode, template=plan.name, status=run.status, passed=run.status == "passed",
