@@ -1211,6 +1211,52 @@ def test_a_schedule_sized_in_micro_batches_fails_the_warmup_check_and_the_optimi
     assert rerun.passes_now, rerun.text()
 
 
+PLATEAU_SCRIPT = """
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-2)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode=MODE, factor=0.5, patience=1)
+    w = torch.randn(8, 1)
+    x_val = torch.randn(256, 8)
+    for epoch in range(12):
+        for _ in range(10):
+            x = torch.randn(64, 8)
+            loss = ((model(x) - x @ w) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            val_loss = ((model(x_val) - x_val @ w) ** 2).mean().item()
+        scheduler.step(val_loss)
+        print(f"epoch {epoch} val_loss {val_loss:.4f} lr {optimizer.param_groups[0]['lr']:.3g}")
+"""
+
+
+def test_a_plateau_scheduler_in_the_wrong_mode_fails_the_whole_run_script_check_and_its_fix_passes(workspace):
+    """ReduceLROnPlateau(mode='max') stepped with the validation loss: the whole-run script test records what the
+    scheduler is given and fails when hardly any value beats the first in the scheduler's own mode."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    script = textwrap.dedent(PLATEAU_SCRIPT)
+    (workspace / "train.py").write_text(script.replace("MODE", "'max'"))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "lr_too_low"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"]["script.checks"] == ["plateau_follows_metric"]
+    report = _write(workspace, failure_mode="lr_too_low", command=args["command"], params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_plateau_scheduler_reads_its_metric_the_right_way"}, report.text()
+    assert report.path == "tests/test_plateau_scheduler_follows_its_metric.py"
+    assert "mode 'max'" in report.failure_message and "cut the LR" in report.failure_message
+    (workspace / "train.py").write_text(script.replace("MODE", "'min'"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
 REINIT_AFTER_LOAD = """
     import torch
     from torch import nn

@@ -1902,3 +1902,38 @@ def test_requires_grad_assigned_on_a_module_changes_no_parameter():
     assert rule not in scan("model.fc.weight.requires_grad = False\nmodel.fc.bias.requires_grad = False\n")
     assert rule not in scan("self.pos_param.requires_grad = False\nparams[0].requires_grad = True\n")
     assert rule not in scan("getattr(model.encoder, name).requires_grad_(True)\n")
+
+
+PLATEAU = """
+import torch
+
+def make_scheduler(optimizer):
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, MODE factor=0.5, patience=2)
+
+def main():
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scheduler = make_scheduler(opt)
+    for epoch in range(10):
+        val_loss, val_acc = evaluate(model)
+        scheduler.step(METRIC)
+"""
+
+
+def test_a_plateau_scheduler_watching_its_metric_the_wrong_way_is_lr_too_low():
+    """ReduceLROnPlateau in mode 'max' stepped with a loss (or 'min', the default, with an accuracy) reads every
+    improving epoch as a plateau and cuts the LR every `patience` epochs (PyTorch ReduceLROnPlateau docs)."""
+    def plateau(mode, metric):
+        return PLATEAU.replace("MODE", mode).replace("METRIC", metric)
+
+    (hit,) = [i for i in scan_source(plateau("mode='max',", "val_loss"), "train.py")
+              if i.rule == "plateau_mode_against_metric"]
+    assert hit.failure_mode == "lr_too_low" and hit.line == line_of(PLATEAU, "scheduler.step(")
+    assert "mode 'max'" in hit.why and "`val_loss`, a loss" in hit.why and "mode='min' for a loss" in hit.fix
+    assert "plateau_mode_against_metric" in scan(plateau("", "val_acc"))  # the default mode is 'min'
+    assert "plateau_mode_against_metric" in scan(plateau("'max',", "metrics['val_loss']"))  # positional mode
+    assert scan(plateau("", "val_loss")) == [] and scan(plateau("mode='max',", "val_acc")) == []
+    assert scan(plateau("mode=MODE_NAME,", "val_loss")) == []  # a mode the scan cannot read is not judged
+    assert scan(plateau("mode='max',", "score_or_loss")) == []  # a name that says both is not judged
+    both = plateau("mode='max',", "val_loss") + "\nother = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n"
+    assert scan(both) == []  # two plateau schedulers in two modes: which step is whose is not read

@@ -220,6 +220,17 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "step this scheduler once per epoch (after the batch loop), or size it in optimizer steps "
          "(epochs * steps_per_epoch)",
          "Do not raise the base LR to make up for the decay; step the scheduler at the granularity it was sized in."),
+    # PyTorch ReduceLROnPlateau docs: "In min mode, lr will be reduced when the quantity monitored has stopped
+    # decreasing; in max mode ... stopped increasing" (mode defaults to "min"). Watching a loss in "max" mode (or
+    # an accuracy in "min" mode) reads every improvement as a plateau, so the LR is cut every `patience` epochs.
+    Rule("plateau_mode_against_metric", "lr_too_low", 0.65,
+         "ReduceLROnPlateau watches its metric in the wrong direction: every epoch the run improves counts as "
+         "an epoch without improvement, so the LR is cut by `factor` every `patience` epochs while the run is "
+         "still learning, and it crawls to min_lr",
+         "set mode='min' for a loss or an error, mode='max' for an accuracy or a score (the mode must match the "
+         "value passed to scheduler.step)",
+         "Do not raise the base LR or the patience to make up for it: the scheduler cuts the LR because the run "
+         "improves; match its mode to the metric."),
     Rule("learning_rate_as_lambda_factor", "lr_too_low", 0.6,
          "LambdaLR multiplies the optimizer's LR by what lr_lambda returns, but this lr_lambda returns a learning "
          "rate (it is built from the same LR the optimizer was given): the LR actually used is that LR squared, "
@@ -1854,6 +1865,43 @@ def rule_learning_rate_as_lambda_factor(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+LOSS_LIKE = re.compile(r"loss|err|mse|mae|nll|ppl|perplex|bpc|bpd|cost|dist", re.I)
+SCORE_LIKE = re.compile(r"acc|f1|auc|score|prec|recall|map\b|iou|dice|r2|bleu|rouge|reward|corr", re.I)
+
+
+def rule_plateau_mode_against_metric(f: ParsedFile) -> list[Hit]:
+    """ReduceLROnPlateau(mode="max") stepped with a loss, or mode "min" (the default) with an accuracy. The mode
+    is read from the constructor; the metric from the name of what `<scheduler>.step(x)` is given. A file that
+    builds plateau schedulers in both modes is left alone (which step belongs to which is not read)."""
+    modes = set()
+    for n in f.nodes:
+        if isinstance(n, ast.Call) and _name(n) == "ReduceLROnPlateau":
+            arg = next((kw.value for kw in n.keywords if kw.arg == "mode"), n.args[1] if len(n.args) > 1 else None)
+            modes.add(arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else
+                      "min" if arg is None else None)
+    if len(modes) != 1 or None in modes:
+        return []
+    mode = modes.pop()
+    hits = []
+    for n in f.nodes:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+                and re.search(r"sched|plateau|lr", _src(n.func.value), re.I)):
+            continue
+        metric = next((kw.value for kw in n.keywords if kw.arg == "metrics"), n.args[0] if n.args else None)
+        text = _src(metric) if metric is not None else ""
+        loss, score = bool(LOSS_LIKE.search(text)), bool(SCORE_LIKE.search(text))
+        if loss == score:  # neither, or both (a "loss_or_acc" name): the direction is not read from a name
+            continue
+        wrong = (mode == "max" and loss) or (mode == "min" and score)
+        if wrong:
+            why = (f"ReduceLROnPlateau is built in mode '{mode}' but stepped with `{text[:60]}`, "
+                   f"{'a loss, which improves by falling' if loss else 'a score, which improves by rising'}: every "
+                   "epoch the run improves counts as an epoch without improvement, so the LR is cut by `factor` "
+                   "every `patience` epochs while the run is still learning")
+            hits.append((n, "plateau_mode_against_metric", {"why": why}))
+    return hits
+
+
 def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
     hits = []
     loops = [n for n in f.nodes if isinstance(n, LOOPS)]
@@ -3166,7 +3214,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode, rule_functional_dropout_always_on,
                   rule_optimizer_params, rule_optimizer_built_before_unfreeze, rule_requires_grad_set_on_module, rule_view_after_permute, rule_host_sync, rule_discarded_result,
-                  rule_scheduler_order, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
+                  rule_scheduler_order, rule_plateau_mode_against_metric, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_kl_against_mean_reconstruction, rule_denoising_target_is_corrupted, rule_accumulation_step_placement,
                   rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,

@@ -1321,6 +1321,11 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("target", None)
             args.pop("function", None)
             args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["warmup_ends"]}
+        if from_rule(top, "plateau_mode_against_metric") and command:
+            # the scheduler cuts the LR once per epoch from the values the loop hands it: only the script run sees them
+            args.pop("target", None)
+            args.pop("function", None)
+            args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["plateau_follows_metric"]}
         if from_rule(top, "kl_against_mean_reconstruction") and target:
             # the bug is the reduction of the reconstruction term: the test watches the loss calls the target makes
             args["params"] = {"recon_summed": True}
