@@ -544,6 +544,8 @@ def test_channels_last_images_read_as_channels_first_are_named(workspace, to_chw
     if found:
         assert found[0].failure_mode == "data_pipeline" and found[0].confidence >= 0.7 and "permute" in found[0].fix
         assert "wrong order" in found[0].avoid
+        # the probe sees the tensor; the one reshape to 4 axes outside the model is the line that cut it
+        assert found[0].location == "target.py:17" and found[0].evidence[0].value == "x.reshape(len(x), 3, 16, 16)"
 
 
 HAND_WRITTEN = """
@@ -1591,6 +1593,7 @@ def test_time_major_windows_reshaped_for_a_conv1d_are_named(workspace, cut, inte
     assert [f.failure_mode for f in found] == (["data_pipeline"] if interleaved else []), rep.text()
     if interleaved:
         assert "transpose(1, 2)" in found[0].fix and "(T, C) stream" in found[0].summary
+        assert found[0].location == "target.py:14" and "line 14: `s[:n * length].reshape(n, 4, length)`" in found[0].summary
 
 
 MIXUP_IN_THE_LOSS = """

@@ -1937,3 +1937,28 @@ def test_a_plateau_scheduler_watching_its_metric_the_wrong_way_is_lr_too_low():
     assert scan(plateau("mode='max',", "score_or_loss")) == []  # a name that says both is not judged
     both = plateau("mode='max',", "val_loss") + "\nother = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n"
     assert scan(both) == []  # two plateau schedulers in two modes: which step is whose is not read
+
+
+def test_layout_reshapes_finds_the_reshape_that_cut_the_windows_and_nothing_the_model_does():
+    from tools.static_scan import layout_reshapes
+
+    code = textwrap.dedent("""
+        import numpy as np
+        from torch import nn
+
+        def windows(stream, n, L):
+            return stream.reshape(n, stream.shape[1], L)
+
+        def moved(stream, n, L):
+            return stream.reshape(n, L, stream.shape[1]).transpose(0, 2, 1)
+
+        def flat(x):
+            return np.reshape(x, (len(x), -1))
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x.view(x.size(0), 4, -1)
+    """)
+    assert layout_reshapes(code, 3) == [(6, "stream.reshape(n, stream.shape[1], L)")]
+    assert layout_reshapes(code, 2) == [(12, "np.reshape(x, (len(x), -1))")]
+    assert layout_reshapes("def broken(:", 3) == []

@@ -19,6 +19,7 @@ from tools.errors import TriageError
 from tools.probe_runner import PROBE_DIR, ProbeOutcome, ProgressFn, choose_python, run_probe
 from tools.failure_modes import crash_fix, crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
+from tools.static_scan import layout_reshapes
 from tools.workspace import Workspace
 
 INJECT_DIR = PROBE_DIR / "inject"
@@ -1206,7 +1207,7 @@ def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
             ("Cut windows as (N, L, C) and move the channel axis with x.transpose(1, 2) (then .contiguous()), never "
              ".reshape/.view; plot one window's channels as the model receives them to check"),
         avoid=f"Do not retune the normalisation or the model: the {unit} are in the wrong order, not the wrong scale",
-        location=i.name, facts={"channels_interleaved": True})
+        location=i.name, facts={"channels_interleaved": True, "ndim": len(i.shape)})
 
 
 def rows_mixed_finding(mixed: dict | None, src: str) -> Finding | None:
@@ -1648,7 +1649,30 @@ async def data_check(workspace_root: Path, target: str, python: str | None = Non
                               on_progress, "data_check")
     if err:
         return _error_report(DataCheckReport, err, oc, target=target)
-    return data_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+    rep = data_report_from(raw, target=target, python=oc.python, duration_s=oc.duration_s)
+    for f in rep.findings:
+        if f.facts.get("channels_interleaved"):
+            _place_reshape(f, workspace_root, target)
+    return rep
+
+
+def _place_reshape(f: Finding, workspace_root: Path, target: str) -> None:
+    """Name the line of the target's file that reshaped the batch to channels-first, when exactly one reshape/view
+    to that many axes outside the model has no transpose after it (the probe sees the tensor, not where it was cut)."""
+    file = target.split(":", 1)[0]
+    path = (workspace_root / file).resolve()
+    if not path.is_relative_to(workspace_root.resolve()) or not path.is_file():
+        return
+    try:
+        sites = layout_reshapes(path.read_text(errors="replace"), f.facts.get("ndim", 0))
+    except OSError:
+        return
+    if len(sites) == 1:
+        line, code = sites[0]
+        file = path.relative_to(workspace_root.resolve()).as_posix()
+        f.location = f"{file}:{line}"
+        f.summary += f"; the one reshape to that layout in {file} is line {line}: `{code[:100]}`"
+        f.evidence.insert(0, Evidence(what="code", value=code[:200], source=f"{file}:{line}"))
 
 
 # ---------------------------------------------------------------- lr_range_test

@@ -3322,3 +3322,33 @@ def static_scan(paths: list[Path]) -> StaticScanReport:
                 fix=i.fix, avoid=RULES[i.rule].avoid, location=f"{i.file}:{i.line}")
         for i in report.issues]
     return report
+
+
+LAYOUT_MOVES = {"transpose", "permute", "swapaxes", "moveaxis", "movedim", "swapdims", "T", "mT"}
+
+
+def layout_reshapes(source: str, ndim: int) -> list[tuple[int, str]]:
+    """(line, code) of each reshape/view to `ndim` axes outside an nn.Module's methods whose result is not then moved
+    (.transpose/.permute/...): where a channels-last array becomes channels-first by reshape alone (data_check's
+    interleaved-channels finding names the line when exactly one such site exists)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    in_module = set()
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and any(re.search(r"Module$|^Module", _src(b)) for b in cls.bases):
+            in_module |= {id(n) for n in ast.walk(cls)}
+    moved = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in LAYOUT_MOVES}
+    moved |= {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n) in LAYOUT_MOVES for a in n.args[:1]}
+    sites = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and _name(n) in ("reshape", "view")) or id(n) in in_module or id(n) in moved:
+            continue
+        # x.reshape(a, b, c), x.reshape((a, b, c)), np.reshape(x, (a, b, c)), torch.reshape(x, (a, b, c))
+        method = isinstance(n.func, ast.Attribute) and _src(n.func.value) not in ("np", "numpy", "torch")
+        args = n.args if method else n.args[1:]
+        dims = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+        if len(dims) == ndim and not any(isinstance(d, ast.Starred) for d in dims):
+            sites.append((n.lineno, ast.get_source_segment(source, n) or _src(n)))
+    return sorted(sites)
