@@ -1621,3 +1621,37 @@ def test_rows_mixed_by_the_loss_before_the_model_are_not_the_models(workspace):
     false alarm on a healthy held-out mixup run (see the README's stop-44 disclosure)."""
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, MIXUP_IN_THE_LOSS)))
     assert rep.rows_mixed is None and "shape_mismatch" not in modes(rep), rep.text()
+
+
+CLASS_WEIGHTED = """
+    import torch
+    from torch import nn
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        y = torch.multinomial(torch.tensor([0.15, 0.55, 0.05, 0.25]), 1024, replacement=True, generator=g)
+        x = torch.randn(1024, 6, generator=g) + nn.functional.one_hot(y, 4).float() @ torch.randn(4, 6, generator=g)
+        counts = torch.bincount(y, minlength=4).float()
+        WEIGHTS
+        loss = nn.CrossEntropyLoss(weight=weights)
+        model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4))
+        return {"model": model, "data": list(zip(x.split(64), y.split(64))), "num_classes": 4,
+                "loss_fn": lambda m, b: loss(m(b[0]), b[1]), "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("weights, misordered", [
+    # value_counts() order (most frequent first) against class ids 0..3
+    ("weights = (counts.sum() / (4 * counts.sort(descending=True).values))", True),
+    ("weights = counts.sum() / (4 * counts)", False),
+    ("weights = (counts.sum() / counts).sqrt()", False),
+    ("weights = torch.tensor([1.0, 1.0, 5.0, 1.0])", False)])  # a cost set by hand: no frequency law to judge
+def test_class_weights_handed_to_the_wrong_classes_are_named(workspace, weights, misordered):
+    """Inverse-frequency class weights computed in value_counts() order (most frequent first) but indexed by the
+    label encoding: sorted they are 1/n, but the rare classes get the smallest weights."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, CLASS_WEIGHTED.replace("WEIGHTS", weights))))
+    found = [f for f in rep.findings if f.facts.get("class_weights_misordered")]
+    assert bool(found) is misordered, (rep.class_weights, rep.text())
+    if misordered:
+        assert found[0].failure_mode == "loss_function" and found[0].confidence >= 0.7
+        assert "the most frequent class 1" in found[0].summary and "value_counts" in found[0].fix

@@ -1316,6 +1316,7 @@ class DataCheckReport(ProbeReport):
     # the loaders the factory built, read against the training batches (triage reads it; the finding carries it)
     split_shift: dict | None = Field(None, exclude=True)
     batch_mixing: dict | None = Field(None, exclude=True)  # the training batches' label mix against a shuffle's
+    class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
 
     def headline(self) -> str:
         if self.error:
@@ -1460,6 +1461,39 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
 UNMIXED_RATIO, UNMIXED_TV = 4.0, 0.15  # dev: imu_activity_conv1d 9x the shuffled baseline; shuffled runs <= 1.4x
 
 
+CLASS_WEIGHT_FIT, CLASS_WEIGHT_OFF, CLASS_WEIGHT_POWER = 1.5, 2.0, 0.25
+
+
+def misordered_class_weights_finding(cw: dict | None, src: str) -> Finding | None:
+    """Per-class loss weights whose values, once sorted, are a falling law of the class frequencies (1/n, 1/sqrt(n):
+    computed from the counts) but which are handed to the classes in another order: the counts were taken in one
+    class order (pandas value_counts(), most frequent first) and the labels encoded in another. The rare classes
+    then weigh least and the model learns to ignore them harder than with no weights at all. Weights set by hand
+    (a cost per class) fit no such law and are not judged."""
+    if not cw or not (cw["fit"] <= CLASS_WEIGHT_FIT and cw["power"] >= CLASS_WEIGHT_POWER
+                      and cw["assigned"] >= CLASS_WEIGHT_OFF and cw["rank_corr"] > -0.5):
+        return None
+    most, least = cw["most_frequent"], cw["least_frequent"]
+    return Finding(
+        failure_mode="loss_function", confidence=0.7,
+        summary=(f"the loss's class weights are inverse class frequencies handed to the wrong classes: sorted, they "
+                 f"follow 1/n^{cw['power']:.2f} within {cw['fit']:.2f}x, but a class's weight misses what its own share "
+                 f"gives by up to {cw['assigned']:.1f}x: the most frequent class {most['class']} "
+                 f"({most['share']:.0%} of rows) weighs {most['weight']:.3g} and the rarest, {least['class']} "
+                 f"({least['share']:.0%}), {least['weight']:.3g}"),
+        evidence=[Evidence(what="largest miss of a class's weight against its frequency", value=cw["assigned"], source=src),
+                  Evidence(what="rank correlation of weight with frequency (balancing weights: -1)",
+                           value=cw["rank_corr"], source=src),
+                  Evidence(what=f"class {most['class']} / class {least['class']}: share, weight",
+                           value=f"{most['share']:.0%}, {most['weight']:.3g} / {least['share']:.0%}, {least['weight']:.3g}",
+                           source=src)],
+        fix=("Compute the weights in the label encoding's order: index the counts by class id (np.bincount(y, "
+             "minlength=C), or value_counts().reindex(encoder.classes_) / sort_index()), never in value_counts() "
+             "order; print each class name with its weight to check"),
+        avoid="Do not drop the weights or tune the LR: the rare classes are down-weighted by an ordering slip",
+        facts={"class_weights_misordered": True})
+
+
 def unmixed_batches_finding(mix: dict | None, label_slot: str | None, src: str) -> Finding | None:
     """Batches that each hold one class (or one stretch of a sorted target): SGD then follows each batch's own
     class in turn and forgets the others, and batch norm subtracts what the batch's rows share, which is the
@@ -1539,7 +1573,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
-                          batch_mixing=raw.get("batch_mixing"),
+                          batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
                           and "skipped" not in raw["split_shift"] else None,
                           **fields)
@@ -1603,6 +1637,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)
     if unmixed:
         rep.findings.append(unmixed)
+    misweighted = misordered_class_weights_finding(rep.class_weights, src)
+    if misweighted:
+        rep.findings.append(misweighted)
     moved = _rows_finding(raw.get("rows") or {}, src)
     if moved:
         rep.findings.append(moved)

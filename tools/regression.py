@@ -82,7 +82,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "arithmetic ((N, 1) against (N,)); with rows_apart, no row's output moves when another row changes.",
        {"num_classes": None, "label_key": None, "rows_apart": False}),
     _T("loss_function", "target",
-       "Cross-entropy receives logits, not probabilities (no double softmax); the loss stays >= its floor (sign), "
+       "Cross-entropy receives logits, not probabilities (no double softmax); per-class weights computed from the "
+       "class frequencies follow each class's own frequency; the loss stays >= its floor (sign), "
        "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
        "sample), no reconstruction loss averages over each sample's elements; with target_not_input (a denoiser), "
        "the reconstruction is not scored against the tensor the model reads.",

@@ -424,6 +424,43 @@ def batch_mixing(ys: list) -> dict | None:
 SHIFT_MATCH, SHIFT_APART, SPREAD_APART = 0.3, 1.0, 3.0
 
 
+CLASS_ROWS = 10  # a class needs this many rows in the batches read for its frequency to be judged
+
+
+def class_weight_order(weight: torch.Tensor, y: torch.Tensor) -> dict | None:
+    """Per-class loss weights against the classes' frequencies in the batches read. Weights meant to balance the
+    classes fall with frequency (1/n, 1/sqrt(n), ...); weights whose values fit such a law once sorted, but are
+    handed to the classes in another order (a value_counts() order against the label encoding), do not.
+    `fit`: the power law fitted to the sorted pairs (its largest miss, as a ratio); `assigned`: the largest ratio
+    between a class's weight and what the law gives its frequency; `rank_corr`: Spearman of weight vs frequency."""
+    w = weight.reshape(-1).float()
+    counts = torch.bincount(y.reshape(-1).long().clamp(min=0), minlength=len(w))[:len(w)].float()
+    use = (counts >= CLASS_ROWS) & (w > 0)
+    if int(use.sum()) < 3 or len(w) < 3:
+        return None
+    w, n = w[use], counts[use]
+    if float(w.max() / w.min()) < 2:
+        return None  # near-uniform weights: nothing to be in the wrong order
+    lw, ln = w.log(), n.log()
+
+    def law(lw_, ln_):  # least squares lw = a - p * ln
+        A = torch.stack([torch.ones_like(ln_), -ln_], 1)
+        a, pw = torch.linalg.lstsq(A, lw_.unsqueeze(1)).solution.reshape(-1).tolist()
+        return a, pw
+
+    a, pw = law(lw.sort(descending=True).values, ln.sort().values)
+    sorted_miss = float((lw.sort(descending=True).values - (a - pw * ln.sort().values)).abs().max().exp())
+    assigned = float((lw - (a - pw * ln)).abs().max().exp())
+    rank = lambda v: v.argsort().argsort().float()
+    rw, rn = rank(w), rank(n)
+    rho = float(((rw - rw.mean()) * (rn - rn.mean())).sum() / ((rw - rw.mean()).norm() * (rn - rn.mean()).norm()))
+    most, least = int(n.argmax()), int(n.argmin())
+    classes = use.nonzero().reshape(-1).tolist()
+    return {"classes": len(classes), "power": pw, "fit": sorted_miss, "assigned": assigned, "rank_corr": rho,
+            "most_frequent": {"class": classes[most], "share": float(n[most] / n.sum()), "weight": float(w[most])},
+            "least_frequent": {"class": classes[least], "share": float(n[least] / n.sum()), "weight": float(w[least])}}
+
+
 def _loader_batches(loader, rows=256, per=64):
     """Up to `rows` samples spread over a map-style loader's dataset, collated by the loader's own collate_fn
     (its padding included), without its sampler, workers or shuffling."""
@@ -593,6 +630,8 @@ def run(job):
         except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
             report["rows"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     report["batch_mixing"] = batch_mixing(tensors[label_key]) if label_key in tensors else None
+    if spy.weight is not None and y is not None and not y.is_floating_point():
+        report["class_weights"] = class_weight_order(spy.weight, y)
     try:
         report["split_shift"] = split_shift(target, tensors, label_key)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run

@@ -467,6 +467,7 @@ class LossSpy(TorchFunctionMode):
         self.shapes = None
         self.value = None        # what that loss call returned
         self.reduction = None
+        self.weight = None       # the per-class weight a cross-entropy / NLL call was given, if any
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -478,6 +479,9 @@ class LossSpy(TorchFunctionMode):
                 self.name, self.input, self.target = name, ts[0].detach(), ts[1].detach()
                 self.shapes = [list(ts[0].shape), list(ts[1].shape)]
                 self.reduction = kwargs.get("reduction", "mean")
+                weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
+                if name in ("cross_entropy", "nll_loss") and isinstance(weight, torch.Tensor):
+                    self.weight = weight.detach().float().cpu()
                 out = func(*args, **kwargs)
                 if isinstance(out, torch.Tensor):
                     self.value = out.detach()
