@@ -1517,6 +1517,44 @@ def test_a_validation_loader_prepared_apart_from_training_is_named(workspace, va
         assert found[0].confidence >= 0.5 and rep.split_shift["apart"]["mean_shift_sd"] > 1
 
 
+REGRESSION_SPLITS = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def table(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, 5, generator=g)
+        return x, 40_000 + 9_000 * (x @ torch.tensor([1.0, -0.5, 0.3, 0.0, 0.8])) + 500 * torch.randn(n, generator=g)
+
+    def loaders():
+        (xt, yt), (xv, yv) = table(512, 0), table(256, 1)
+        mu, sd = yt.mean(), yt.std()
+        VAL
+        return (DataLoader(TensorDataset(xt, (yt - mu) / sd), batch_size=64, shuffle=True),
+                DataLoader(TensorDataset(xv, yv), batch_size=128))
+
+    def make_target():
+        torch.manual_seed(0)
+        train, _ = loaders()
+        return {"model": nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1)), "data": list(train)[:4],
+                "loss_fn": lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), "task": "regression",
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("val, apart", [("pass", True), ("yv = (yv - mu) / sd", False)])
+def test_a_regression_target_scaled_on_one_split_only_is_named(workspace, val, apart):
+    """The target standardised for training and left in its raw units for validation: the inputs match, the
+    validation loss is huge whatever the model learns."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, REGRESSION_SPLITS.replace("VAL", val))))
+    found = [f for f in rep.findings if f.facts.get("splits_apart")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if apart else []), (rep.split_shift, rep.text())
+    if apart:
+        assert "the regression target batch[1]" in found[0].summary and rep.split_shift["apart"]["target"]
+
+
 UNMIXED = """
     import torch
     from torch import nn

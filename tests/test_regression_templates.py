@@ -1454,6 +1454,22 @@ def test_a_validation_loader_prepared_apart_fails_its_test(workspace):
     assert rerun.passes_now, rerun.text()
 
 
+def test_a_regression_target_scaled_on_one_split_only_fails_the_splits_test(workspace):
+    """The target standardised for training and raw for validation: splits_alike compares float targets too."""
+    from test_probes import REGRESSION_SPLITS
+
+    (workspace / "train.py").write_text(textwrap.dedent(REGRESSION_SPLITS.replace("VAL", "pass")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={"splits_alike": True, "steps": 60})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert "test_every_loader_is_fed_like_the_training_batches" in failed, report.text()
+    assert "regression targets" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(REGRESSION_SPLITS.replace("VAL", "yv = (yv - mu) / sd")))
+    rerun = _rerun(workspace, report.path)
+    assert "test_every_loader_is_fed_like_the_training_batches" not in {
+        c.test for c in rerun.cases if c.outcome == "failed"}, rerun.text()
+
+
 def test_batches_sorted_by_class_fail_their_test(workspace):
     """Blind dev imu_activity_conv1d: rows sorted by class, only the batch order shuffled. Every row keeps its
     label, so the real-vs-shuffled check passes on the bug; triage suggests batches_mixed for a batches_unmixed

@@ -1537,8 +1537,10 @@ def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
         return None
     return Finding(
         failure_mode="data_pipeline", confidence=0.7,
-        summary=f"the loader built at {o['where'] or '?'} ({o['dataset']}, {o['rows']} rows) feeds {o['input']} on "
-                f"another scale than training: its feature means sit a median {o['mean_shift_sd']:.1f} training SDs "
+        summary=f"the loader built at {o['where'] or '?'} ({o['dataset']}, {o['rows']} rows) feeds "
+                f"{'the regression target ' if o.get('target') else ''}{o['input']} on "
+                f"another scale than training: its {'' if o.get('target') else 'feature '}means sit a median "
+                f"{o['mean_shift_sd']:.1f} training SDs "
                 f"away and its spread is {o['spread_ratio']:.2g}x, while another loader matches the training "
                 "batches: that split is prepared differently",
         evidence=[Evidence(what="median |mean - training mean| / training SD", value=o["mean_shift_sd"], source=src),

@@ -498,8 +498,10 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
         return {"skipped": f"{len(reads)} loader(s) read", "errors": errors[:2]} if errors else None
     out = []
     for path, ts in tensors.items():
-        # an autoencoder's target is its input: compared as an input
-        if path == label_key and len(tensors) > 1 or not ts[0].is_floating_point() or ts[0].dim() < 2:
+        # an autoencoder's target is its input: compared as an input; a regression target is compared too (a
+        # target standardised or log-transformed on one split only)
+        is_target = path == label_key and len(tensors) > 1
+        if not ts[0].is_floating_point() or ts[0].dim() < 2 and not is_target:
             continue
         mu, sd = _feature_stats(ts)
         live = sd > 1e-6 * (1 + mu.abs())
@@ -515,7 +517,7 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
                 continue
             z = ((m2 - mu).abs() / sd)[live].median().item()
             r = (s2 / sd)[live].median().item()
-            out.append({"input": path, "loader": i, "rows": len(loader.dataset), "where": where,
+            out.append({"input": path, "target": is_target, "loader": i, "rows": len(loader.dataset), "where": where,
                         "dataset": type(loader.dataset).__name__, "mean_shift_sd": z, "spread_ratio": r})
     if not out:
         return None
