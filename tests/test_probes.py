@@ -1693,3 +1693,48 @@ def test_class_weights_handed_to_the_wrong_classes_are_named(workspace, weights,
     if misordered:
         assert found[0].failure_mode == "loss_function" and found[0].confidence >= 0.7
         assert "the most frequent class 1" in found[0].summary and "value_counts" in found[0].fix
+
+
+PAD_VOCAB = """
+    import random
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.nn.utils.rnn import pad_sequence
+
+    PAD = 0
+    stoi = {ch: i for i, ch in enumerate("ACGT"START)}
+
+    class Reads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 8, padding_idx=PAD)
+            self.rnn = nn.GRU(8, 16, batch_first=True)
+            self.head = nn.Linear(16, 2)
+
+        def forward(self, tokens):
+            out, _ = self.rnn(self.embed(tokens))
+            lengths = (tokens != PAD).sum(1).clamp(min=1)
+            return self.head(out[torch.arange(len(tokens)), lengths - 1])
+
+    def make_target():
+        rng = random.Random(0)
+        reads = ["".join(rng.choice("ACGT") for _ in range(rng.randint(20, 40))) for _ in range(128)]
+        x = pad_sequence([torch.tensor([stoi[c] for c in r]) for r in reads], batch_first=True, padding_value=PAD)
+        y = torch.tensor([r.count("GC") % 2 for r in reads])
+        return {"model": Reads(), "data": list(zip(x.split(32), y.split(32))), "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("start, inside", [("", True), (", start=1", False)])
+def test_a_real_token_encoded_with_the_padding_id_is_named(workspace, start, inside):
+    """Fresh blind dev dna_promoter_motif_lstm: a vocabulary enumerated from 0 while 0 is the embedding's
+    padding_idx, so every 'A' is padding to the model (zero embedding, cut by tokens != pad)."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, PAD_VOCAB.replace("START", start))))
+    found = [f for f in rep.findings if f.facts.get("pad_inside")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if inside else []), (rep.pad_inside, rep.text())
+    assert rep.pad_inside["input"] == "batch[0]" and rep.pad_inside["pad"] == 0
+    if inside:
+        assert found[0].confidence >= 0.7 and "start=1" in found[0].fix and rep.pad_inside["rows_share"] > 0.9

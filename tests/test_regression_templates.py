@@ -1506,3 +1506,18 @@ def test_time_major_windows_reshaped_for_a_conv1d_fail_their_test(workspace):
         "CUT", "s[:n * length].reshape(n, length, 4).transpose(1, 2).contiguous()")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_a_real_token_encoded_with_the_padding_id_fails_the_data_pipeline_test_first(workspace):
+    """The padding-id test runs first in the data_pipeline file, so a vocabulary that gives a real token the pad id
+    is what the verdict names; it passes once the vocabulary starts at 1."""
+    from test_probes import PAD_VOCAB
+
+    (workspace / "train.py").write_text(textwrap.dedent(PAD_VOCAB.replace("START", "")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params={"steps": 60})
+    failed = [c.test for c in report.cases if c.outcome == "failed"]
+    assert report.catches_bug and failed[0] == "test_the_padding_id_only_pads", report.text()
+    assert "id 0, the embedding's padding_idx" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(PAD_VOCAB.replace("START", ", start=1")))
+    rerun = _rerun(workspace, report.path)
+    assert "test_the_padding_id_only_pads" not in {c.test for c in rerun.cases if c.outcome == "failed"}, rerun.text()

@@ -1316,6 +1316,7 @@ class DataCheckReport(ProbeReport):
     # the loaders the factory built, read against the training batches (triage reads it; the finding carries it)
     split_shift: dict | None = Field(None, exclude=True)
     batch_mixing: dict | None = Field(None, exclude=True)  # the training batches' label mix against a shuffle's
+    pad_inside: dict | None = Field(None, exclude=True)  # an embedding's padding_idx found between real tokens
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
 
     def headline(self) -> str:
@@ -1461,6 +1462,32 @@ def _rows_finding(rows: dict, src: str) -> Finding | None:
 UNMIXED_RATIO, UNMIXED_TV = 4.0, 0.15  # dev: imu_activity_conv1d 9x the shuffled baseline; shuffled runs <= 1.4x
 
 
+PAD_INSIDE_ROWS, PAD_INSIDE_SHARE = 0.2, 0.01  # rows with the pad id between real tokens; its share of positions there
+
+
+def pad_inside_finding(pi: dict | None, src: str) -> Finding | None:
+    """The embedding's padding_idx between real tokens: a vocabulary enumerated from 0 while 0 is the pad id
+    gives a real token the pad's id. nn.Embedding keeps that row at zero and never updates it (PyTorch docs:
+    "the entries at padding_idx do not contribute to the gradient"), and a mask or lengths computed as
+    tokens != pad drop the token, and with right padding cut every row short."""
+    if not pi or pi["rows_share"] < PAD_INSIDE_ROWS or pi["share"] < PAD_INSIDE_SHARE:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75,
+        summary=(f"token id {pi['pad']}, the padding_idx of the embedding that reads {pi['input']}, sits between real "
+                 f"tokens in {pi['rows_share']:.0%} of its rows ({pi['share']:.0%} of the positions there): padding "
+                 "only fills the ends of rows, so a real token is encoded with the pad's id. Its embedding stays at "
+                 "zero and never trains, and a mask or lengths computed as tokens != pad drop it"),
+        evidence=[Evidence(what=f"rows with id {pi['pad']} between real tokens", value=f"{pi['rows_with']} of {pi['rows']}",
+                           source=src),
+                  Evidence(what=f"share of inner positions holding id {pi['pad']}", value=pi["share"], source=src)],
+        location=pi["input"],
+        fix=(f"Reserve id {pi['pad']} for padding when building the vocabulary (enumerate(tokens, start=1), or put "
+             "'<pad>' first) and size the embedding len(vocab) + 1; print one encoded row beside its text to check"),
+        avoid="Do not tune the model or the LR: part of the input is erased before the model sees it",
+        facts={"pad_inside": True})
+
+
 CLASS_WEIGHT_FIT, CLASS_WEIGHT_OFF, CLASS_WEIGHT_POWER = 1.5, 2.0, 0.25
 
 
@@ -1576,6 +1603,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
+                          pad_inside=raw.get("pad_inside"),
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
                           and "skipped" not in raw["split_shift"] else None,
                           **fields)
@@ -1639,6 +1667,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)
     if unmixed:
         rep.findings.append(unmixed)
+    pad_in = pad_inside_finding(rep.pad_inside, src)
+    if pad_in:
+        rep.findings.append(pad_in)
     misweighted = misordered_class_weights_finding(rep.class_weights, src)
     if misweighted:
         rep.findings.append(misweighted)

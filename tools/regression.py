@@ -99,7 +99,7 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("data_pipeline", "target",
        "Labels are aligned with inputs: training on the real labels gives a lower held-out loss than on shuffled ones; "
        "a language model's token targets are its inputs one position on; class ids start at 0; per-row lengths "
-       "match each row's padding; images are not channels-last read as channels-first; with check_scale, every "
+       "match each row's padding; an embedding's padding id only pads; images are not channels-last read as channels-first; with check_scale, every "
        "input feature is standardised (|mean| <= max_abs_mean, std <= max_std); with splits_alike, every "
        "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
        "batches mix the labels as a shuffle would.",

@@ -259,6 +259,37 @@ def lengths_match_padding(batches, label=None) -> dict | None:
     return {"rows": rows, "mismatched": mismatched, "same_lengths_other_rows": permuted, **(where or {})}
 
 
+def pad_id_inside(batches, fed: dict) -> dict | None:
+    """How often an embedding's padding_idx sits between real tokens of the (rows, time) input it reads (`fed`:
+    path -> pad id). Padding fills the ends of rows (right or left), so a pad id inside a row is a real token
+    encoded with the pad's id
+    (a vocabulary enumerated from 0 while 0 is reserved for padding). Its embedding then stays at zero, and any
+    mask built as tokens != pad drops it."""
+    if not fed:
+        return None
+    seen: dict = {}
+    for b in batches:
+        for path, x in T.flatten(b, "batch"):
+            if path not in fed or x.dim() != 2 or x.is_floating_point() or x.shape[1] < 3:
+                continue
+            pos = torch.arange(x.shape[1], device=x.device).expand_as(x)
+            for pad in (fed[path],):
+                real = x != pad
+                first = torch.where(real, pos, x.shape[1]).min(1).values
+                last = torch.where(real, pos, -1).max(1).values
+                inside = (pos > first[:, None]) & (pos < last[:, None])
+                n_inside = (inside & ~real).sum(1)
+                e = seen.setdefault((path, pad), {"input": path, "pad": pad, "rows": 0, "rows_with": 0,
+                                                  "inside": 0, "span": 0})
+                e["rows"] += x.shape[0]
+                e["rows_with"] += int((n_inside > 0).sum())
+                e["inside"] += int(n_inside.sum())
+                e["span"] += int(inside.sum())
+    found = [{**e, "share": e["inside"] / e["span"], "rows_share": e["rows_with"] / e["rows"]}
+             for e in seen.values() if e["span"]]
+    return max(found, key=lambda e: e["share"]) if found else None
+
+
 def _padding(x: torch.Tensor):
     """(side, content length per row) of a padded sequence tensor: integer (rows, time) whose pad id sits only in
     one run at the right or left end of rows, or float (rows, time, features) padded with all-zero steps; None when
@@ -544,10 +575,22 @@ def run(job):
     load_s = time.monotonic() - started
     model = target.model
     spy = T.LossSpy()
+    embedded = []  # (data_ptr of the tensor an Embedding with a padding_idx reads, that padding_idx)
+
+    def note_embedding(mod, args):
+        if args and isinstance(args[0], torch.Tensor) and mod.padding_idx is not None:
+            embedded.append((args[0].data_ptr(), int(mod.padding_idx) % mod.num_embeddings))
+
     try:
         with torch.no_grad(), spy:
             m = copy.deepcopy(model)
-            target.loss(m, batches[0])
+            hooks = [e.register_forward_pre_hook(note_embedding) for e in m.modules()
+                     if isinstance(e, torch.nn.Embedding)]
+            try:
+                target.loss(m, batches[0])
+            finally:
+                for h in hooks:
+                    h.remove()
     except Exception as e:  # noqa: BLE001
         raise UserCodeError("forward", e) from e
     label = T.label_slot(batches[0], spy)
@@ -560,6 +603,9 @@ def run(job):
     conv1d_in = {m.in_channels for m in model.modules() if isinstance(m, torch.nn.Conv1d)}
     report = {"batches_checked": len(batches), "label_slot": label, "loss_kind": spy.name, "inputs": [],
               "identical_batches": report_same, "lengths": lengths_match_padding(batches, label)}
+    # the batch tensors an Embedding with a padding_idx reads (by storage: a .to(device) on CPU is the same tensor)
+    fed = {path: pad for path, x in T.flatten(batches[0], "batch") for ptr, pad in embedded if x.data_ptr() == ptr}
+    report["pad_inside"] = pad_id_inside(batches, fed)
     y = _concat(tensors[label_key]) if label_key in tensors else None
     for path, ts in tensors.items():
         if path == label_key and len(tensors) > 1:
