@@ -1521,3 +1521,16 @@ def test_a_real_token_encoded_with_the_padding_id_fails_the_data_pipeline_test_f
     (workspace / "train.py").write_text(textwrap.dedent(PAD_VOCAB.replace("START", ", start=1")))
     rerun = _rerun(workspace, report.path)
     assert "test_the_padding_id_only_pads" not in {c.test for c in rerun.cases if c.outcome == "failed"}, rerun.text()
+    # triage asks for that check alone: a slow learner can fail the real-vs-shuffled test after the fix too
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_pipeline", confidence=0.75, summary="id 0 between real tokens",
+                  facts={"pad_inside": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "command" not in args and args["params"] == {"only": ["test_the_padding_id_only_pads"]}
+    (workspace / "train.py").write_text(textwrap.dedent(PAD_VOCAB.replace("START", "")))
+    alone = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=args["params"])
+    assert alone.catches_bug and alone.path.endswith("test_padding_id_only_pads.py"), alone.text()
+    assert [c.test for c in alone.cases if c.outcome != "skipped"] == ["test_the_padding_id_only_pads"]

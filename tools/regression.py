@@ -102,9 +102,9 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "match each row's padding; an embedding's padding id only pads; images are not channels-last read as channels-first; with check_scale, every "
        "input feature is standardised (|mean| <= max_abs_mean, std <= max_std); with splits_alike, every "
        "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
-       "batches mix the labels as a shuffle would.",
+       "batches mix the labels as a shuffle would; only (a list of test names) runs just those.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
-        "max_std": 20.0, "splits_alike": False, "batches_mixed": False}),
+        "max_std": 20.0, "splits_alike": False, "batches_mixed": False, "only": None}),
     _T("padding", "target",
        "The model does not read its padding: the shortest rows of a padded batch, fed as they come and with their "
        "padding cut to their longest content, give the same outputs (change under max_padding_change of the "
@@ -608,6 +608,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "splits_fed_alike"
     if failure_mode == "data_pipeline" and (params or {}).get("batches_mixed"):
         default = "batches_mix_the_classes"
+    if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_the_padding_id_only_pads"]:
+        default = "padding_id_only_pads"
     if (params or {}).get("script.checks") == ["plateau_follows_metric"]:
         default = "plateau_scheduler_follows_its_metric"
     slug = slug_for_test(name if name is not None else default)
