@@ -1278,6 +1278,8 @@ def test_a_plateau_scheduler_in_the_wrong_mode_fails_the_whole_run_script_check_
     (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "lr_too_low"]
     args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
                 if s.tool == "write_regression_test")
+    steps = suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+    assert "lr_range_test" not in [s.tool for s in steps]  # the base LR is fine: the sweep would say so
     assert "target" not in args and args["params"]["script.checks"] == ["plateau_follows_metric"]
     report = _write(workspace, failure_mode="lr_too_low", command=args["command"], params=args["params"])
     failed = {c.test for c in report.cases if c.outcome == "failed"}

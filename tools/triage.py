@@ -40,7 +40,7 @@ SCHEDULE_STEPS = 200  # the script test's length for a per-epoch schedule steppe
 # static rules about the scheduler (where scheduler.step() runs, what its lr_lambda returns): lr_range_test sweeps
 # the base LR of a factory that steps no scheduler, so it would call such an LR fine
 SCHEDULER_RULES = {"epoch_schedule_stepped_per_batch", "scheduler_stepped_per_micro_batch",
-                   "scheduler_step_before_optimizer_step", "learning_rate_as_lambda_factor"}
+                   "scheduler_step_before_optimizer_step", "learning_rate_as_lambda_factor", "plateau_mode_against_metric"}
 # A finding seen by two independent steps is more likely: combine as independent evidence, capped.
 CORROBORATED_CAP = 0.97
 
