@@ -1114,28 +1114,13 @@ def test_a_denoiser_scored_against_its_noisy_input_fails_its_suggested_test_and_
     assert rerun.passes_now, rerun.text()
 
 
-CLASS_WEIGHTS_BY_COUNTS = """
-    import torch
-    from torch import nn
-
-    def make_target():
-        g = torch.Generator().manual_seed(0)
-        y = torch.multinomial(torch.tensor([0.15, 0.55, 0.05, 0.25]), 1024, replacement=True, generator=g)
-        x = torch.randn(1024, 6, generator=g) + nn.functional.one_hot(y, 4).float() @ torch.randn(4, 6, generator=g)
-        counts = torch.bincount(y, minlength=4).float()
-        weights = counts.sum() / (4 * COUNTS)
-        loss = nn.CrossEntropyLoss(weight=weights)
-        model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4))
-        return {"model": model, "data": list(zip(x.split(64), y.split(64))), "num_classes": 4,
-                "loss_fn": lambda m, b: loss(m(b[0]), b[1]), "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
-"""
-
-
 def test_class_weights_in_another_class_order_fail_the_loss_function_test_and_the_counts_by_id_pass(workspace):
     """Inverse-frequency weights computed in value_counts() order (most frequent first) and indexed by class id:
     data_check names it (loss_function); the default loss_function test fails on it and passes once the counts
     are taken by class id."""
-    code = textwrap.dedent(CLASS_WEIGHTS_BY_COUNTS)
+    from test_probes import CLASS_WEIGHTED
+
+    code = textwrap.dedent(CLASS_WEIGHTED).replace("WEIGHTS", "weights = counts.sum() / (4 * COUNTS)")
     (workspace / "train.py").write_text(code.replace("COUNTS", "counts.sort(descending=True).values"))
     report = _write(workspace, failure_mode="loss_function", target="train.py:make_target")
     failed = {c.test for c in report.cases if c.outcome == "failed"}
