@@ -1208,3 +1208,23 @@ def test_a_warmup_that_takes_most_of_a_finished_run_is_a_schedule_sized_in_the_w
             if f.confidence >= 0.5] == []
     cut = log_metrics(hf_schedule_log(tmp_path, "cut.log", 140, 1404, last=80, finished=False))
     assert all(f.confidence < 0.5 for f in lr_findings(cut)), cut.text()
+
+
+def test_a_warm_restart_is_not_an_lr_collapse(tmp_path):
+    """Blind dev texture_cnn_sgdr_mixup (healthy): CosineAnnealingWarmRestarts anneals near zero at the end of each
+    cycle, so two logged points can differ 11x; the LR climbing back later makes it a restart, not a collapse.
+    The same 11x drop with no climb back is still read as a drop."""
+    import math
+
+    from tools.logs import log_metrics
+
+    def drops(lrs):
+        lines = [str({"loss": round(1.6 - 0.02 * k, 4), "learning_rate": lr, "epoch": round((k + 1) * 0.45, 2)})
+                 for k, lr in enumerate(lrs)]
+        path = tmp_path / f"lr_{len(list(tmp_path.iterdir()))}.log"
+        path.write_text("\n".join(lines) + "\n")
+        return [f for f in log_metrics(path).findings if f.failure_mode == "lr_too_low" and "drops" in f.summary]
+
+    sgdr = [round(0.1 * 0.5 * (1 + math.cos(math.pi * ((k + 1) * 0.45 % 2.0) / 2.0)) + 1e-4, 6) for k in range(30)]
+    assert any(a > 10 * b for a, b in zip(sgdr, sgdr[1:])) and drops(sgdr) == []
+    assert drops([0.1] * 4 + [0.009] * 26)

@@ -191,7 +191,10 @@ def schedule_findings(lr: Curve, loss: Curve | None, nan_step: float | None, sha
         if v1 > _JUMP * v0 and not ramp and not from_start:
             out.append(_jump(lr.name, "lr_too_high", "jumps up", steps[i - 1], v0, steps[i], v1, where, 0.6))
             break
-        if v1 * _JUMP < v0 and i < len(vals) - 1:  # at the last point, nothing tells a bug from a schedule's end
+        # an LR that later climbs back to half of where it dropped from is a warm restart (SGDR, Loshchilov &
+        # Hutter 2017: cosine cycles that each anneal near zero), not a collapse (blind dev texture_cnn_sgdr_mixup)
+        restarts = any(v >= 0.5 * v0 for v in vals[i + 1:])
+        if v1 * _JUMP < v0 and i < len(vals) - 1 and not restarts:  # at the last point, a bug and a schedule's end look alike
             stays = all(v < 0.01 * peak for v in vals[i:])
             out.append(_jump(lr.name, "lr_too_low", "drops", steps[i - 1], v0, steps[i], v1, where,
                              0.55 if stays else 0.45, "and stays there" if stays else ""))
