@@ -1521,3 +1521,62 @@ def test_a_real_token_encoded_with_the_padding_id_fails_the_data_pipeline_test_f
     alone = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=args["params"])
     assert alone.catches_bug and alone.path.endswith("test_padding_id_only_pads.py"), alone.text()
     assert [c.test for c in alone.cases if c.outcome != "skipped"] == ["test_the_padding_id_only_pads"]
+
+
+EMA_SCRIPT = """
+    import copy
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+
+    class Ema:
+        def __init__(self, model, decay=0.9):
+            self.module, self.decay = copy.deepcopy(model).eval(), decay
+
+        @torch.no_grad()
+        def update(self, model):
+            for a, b in zip(PAIRS):
+                if a.dtype.is_floating_point:
+                    a.mul_(self.decay).add_(b.detach(), alpha=1 - self.decay)
+                else:
+                    a.copy_(b)
+
+    ema = Ema(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(256, 6) + 3, torch.randint(0, 2, (256,))
+    for epoch in range(3):
+        for i in range(0, 256, 32):
+            loss = nn.functional.cross_entropy(model(x[i:i + 32]), y[i:i + 32])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            ema.update(model)
+        with torch.no_grad():
+            print(epoch, nn.functional.cross_entropy(ema.module(x), y).item())
+"""
+
+
+def test_an_ema_that_averages_parameters_only_fails_the_eval_norm_check_and_the_state_dict_average_passes(workspace):
+    """Blind dev har_accel_conv1d_mixup: an EMA copy used for evaluation averaged model.parameters() only, so its
+    batch norm kept running mean 0 and variance 1. static_scan names it; the whole-run script test counts eval-mode
+    batch-norm forwards whose statistics were never updated."""
+    from tools.static_scan import static_scan
+    from tools.triage import suggest_next
+
+    script = textwrap.dedent(EMA_SCRIPT)
+    (workspace / "train.py").write_text(script.replace("PAIRS", "self.module.parameters(), model.parameters()"))
+    (top,) = [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "train_eval_mode"]
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "target" not in args and args["params"]["script.checks"] == ["eval_norm_stats_trained"]
+    report = _write(workspace, failure_mode="train_eval_mode", command=args["command"], params=args["params"])
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_script_evaluates_with_trained_norm_statistics"}, report.text()
+    assert report.path == "tests/test_evaluates_with_trained_norm_statistics.py"
+    (workspace / "train.py").write_text(script.replace(
+        "PAIRS", "self.module.state_dict().values(), model.state_dict().values()"))
+    assert [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "train_eval_mode"] == []
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

@@ -185,7 +185,7 @@ SCRIPT_CHECKS = {
     "exception": [], "shape_mismatch": [], "oom": [], "hang": [],
 }
 DEFAULT_SCRIPT_CHECKS = ["finite_loss", "loss_falls"]
-ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "warmup_ends", "plateau_follows_metric", "grad_norm_bounded", "applied_grad_norm_bounded",
+ALL_CHECKS = ["finite_loss", "lr_at_most_peak", "lr_holds", "warmup_ends", "plateau_follows_metric", "eval_norm_stats_trained", "grad_norm_bounded", "applied_grad_norm_bounded",
               "loss_falls", "batches_differ",
               "grads_cleared", "grads_reach_step", "every_param_gets_grad", "every_param_changes", "train_mode", "causal",
               "targets_shifted"]
@@ -610,6 +610,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "batches_mix_the_classes"
     if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_the_padding_id_only_pads"]:
         default = "padding_id_only_pads"
+    if (params or {}).get("script.checks") == ["eval_norm_stats_trained"]:
+        default = "evaluates_with_trained_norm_statistics"
     if (params or {}).get("script.checks") == ["plateau_follows_metric"]:
         default = "plateau_scheduler_follows_its_metric"
     slug = slug_for_test(name if name is not None else default)

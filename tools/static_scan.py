@@ -231,6 +231,16 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "value passed to scheduler.step)",
          "Do not raise the base LR or the patience to make up for it: the scheduler cuts the LR because the run "
          "improves; match its mode to the metric."),
+    # torch.optim.swa_utils.AveragedModel averages parameters only and documents that batch-norm buffers need
+    # update_bn (or use_buffers=True); timm's ModelEmaV2 averages the whole state_dict for this reason
+    Rule("weight_average_skips_buffers", "train_eval_mode", 0.6,
+         "the weight-averaged (EMA) copy of the model averages its parameters but never its buffers: batch-norm "
+         "running mean and variance stay at the values it was copied with, so the averaged model evaluates with "
+         "statistics that match no data it sees",
+         "average the state_dict (parameters and buffers; copy integer buffers such as num_batches_tracked), or "
+         "copy model.buffers() into the average after each update, or run torch.optim.swa_utils.update_bn before "
+         "evaluating",
+         "Do not tune the EMA decay or the LR: the averaged weights are fine, its normalisation statistics are not"),
     Rule("learning_rate_as_lambda_factor", "lr_too_low", 0.6,
          "LambdaLR multiplies the optimizer's LR by what lr_lambda returns, but this lr_lambda returns a learning "
          "rate (it is built from the same LR the optimizer was given): the LR actually used is that LR squared, "
@@ -1902,6 +1912,31 @@ def rule_plateau_mode_against_metric(f: ParsedFile) -> list[Hit]:
     return hits
 
 
+BUFFER_WORDS = ("buffers", "named_buffers", "state_dict", "load_state_dict", "update_bn", "use_buffers")
+
+
+def rule_weight_average_skips_buffers(f: ParsedFile) -> list[Hit]:
+    """`for a, b in zip(ema.parameters(), model.parameters()): a.mul_(d).add_(...)` in a class or function that
+    never touches buffers/state_dict, in a file whose model has batch norm (blind dev har_accel_conv1d_mixup)."""
+    if not re.search(r"BatchNorm\d?d|SyncBatchNorm", f.text):
+        return []
+    hits = []
+    for loop in f.nodes:
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and _name(loop.iter) == "zip"
+                and sum(isinstance(a, ast.Call) and _name(a) in ("parameters", "named_parameters")
+                        for a in loop.iter.args) >= 2):
+            continue
+        averages = any(isinstance(n, ast.Call) and _name(n) in ("mul_", "add_", "lerp_", "copy_", "sub_")
+                       for n in ast.walk(loop))
+        scope = f.scope_of.get(loop)
+        owner = next((c for c in f.nodes if isinstance(c, ast.ClassDef) and scope is not None
+                      and any(scope is m for m in ast.walk(c))), scope)
+        text = _src(owner) if owner is not None else f.text
+        if averages and not any(w in text for w in BUFFER_WORDS):
+            hits.append((loop, "weight_average_skips_buffers"))
+    return hits
+
+
 def rule_scheduler_order(f: ParsedFile) -> list[Hit]:
     hits = []
     loops = [n for n in f.nodes if isinstance(n, LOOPS)]
@@ -3214,7 +3249,7 @@ RULE_FUNCTIONS = [rule_missing_zero_grad, rule_step_order, rule_probabilities_in
                   rule_graph_cut, rule_requires_grad_false, rule_numerics, rule_eval_without_train,
                   rule_evaluation_in_train_mode, rule_functional_dropout_always_on,
                   rule_optimizer_params, rule_optimizer_built_before_unfreeze, rule_requires_grad_set_on_module, rule_view_after_permute, rule_host_sync, rule_discarded_result,
-                  rule_scheduler_order, rule_plateau_mode_against_metric, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
+                  rule_scheduler_order, rule_plateau_mode_against_metric, rule_weight_average_skips_buffers, rule_learning_rate_as_lambda_factor, rule_gradient_accumulation, rule_unshifted_lm_targets,
                   rule_kl_sign, rule_kl_against_mean_reconstruction, rule_denoising_target_is_corrupted, rule_accumulation_step_placement,
                   rule_distributed_data, rule_unscaled_attention,
                   rule_inputs_and_targets_drawn_apart, rule_label_statistic_in_features,

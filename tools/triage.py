@@ -1328,6 +1328,10 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("target", None)
             args.pop("function", None)
             args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["warmup_ends"]}
+        if from_rule(top, "weight_average_skips_buffers") and command:
+            # the averaged copy lives in the script's loop, not in the factory: the script's evaluations show it
+            args.pop("target", None)
+            args["params"] = {"script.steps": WHOLE_RUN_STEPS, "script.checks": ["eval_norm_stats_trained"]}
         if from_rule(top, "plateau_mode_against_metric") and command:
             # the scheduler cuts the LR once per epoch from the values the loop hands it: only the script run sees them
             args.pop("target", None)
