@@ -465,7 +465,9 @@ def class_weight_order(weight: torch.Tensor, y: torch.Tensor) -> dict | None:
     `fit`: the power law fitted to the sorted pairs (its largest miss, as a ratio); `assigned`: the largest ratio
     between a class's weight and what the law gives its frequency; `rank_corr`: Spearman of weight vs frequency."""
     w = weight.reshape(-1).float()
-    counts = torch.bincount(y.reshape(-1).long().clamp(min=0), minlength=len(w))[:len(w)].float()
+    y = y.reshape(-1).long()
+    y = y[(y >= 0) & (y < len(w))]  # ignore_index (-100: a tagger's padding) is no class
+    counts = torch.bincount(y, minlength=len(w))[:len(w)].float()
     use = (counts >= CLASS_ROWS) & (w > 0)
     if int(use.sum()) < 3 or len(w) < 3:
         return None
