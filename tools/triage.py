@@ -107,10 +107,7 @@ class TriageReport(Report):
         lines = [self.headline(), "", "Diagnosis", "========="]
         labels = ["Most likely cause", "Alternative hypothesis", "Also consider"]
         for label, f in zip(labels, self.findings):
-            # a second finding that does not contend reads as in the structured content: what it is, not every reason
-            summary = (f.summary if i != 1 or compact.contends(f.confidence, self.findings[0].confidence)
-                       else compact.clip(f.summary, compact.REMOTE_SUMMARY_MAX))
-            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {summary}")
+            lines.append(f"{label} ({f.confidence:.0%}): {f.failure_mode} — {f.summary}")
             if f.location:
                 lines.append(f"  Where: {f.location}")
             for e in f.evidence[:4]:
