@@ -273,18 +273,18 @@ def pad_id_inside(batches, fed: dict) -> dict | None:
             if path not in fed or x.dim() != 2 or x.is_floating_point() or x.shape[1] < 3:
                 continue
             pos = torch.arange(x.shape[1], device=x.device).expand_as(x)
-            for pad in (fed[path],):
-                real = x != pad
-                first = torch.where(real, pos, x.shape[1]).min(1).values
-                last = torch.where(real, pos, -1).max(1).values
-                inside = (pos > first[:, None]) & (pos < last[:, None])
-                n_inside = (inside & ~real).sum(1)
-                e = seen.setdefault((path, pad), {"input": path, "pad": pad, "rows": 0, "rows_with": 0,
-                                                  "inside": 0, "span": 0})
-                e["rows"] += x.shape[0]
-                e["rows_with"] += int((n_inside > 0).sum())
-                e["inside"] += int(n_inside.sum())
-                e["span"] += int(inside.sum())
+            pad = fed[path]
+            real = x != pad
+            first = torch.where(real, pos, x.shape[1]).min(1).values
+            last = torch.where(real, pos, -1).max(1).values
+            inside = (pos > first[:, None]) & (pos < last[:, None])
+            n_inside = (inside & ~real).sum(1)
+            e = seen.setdefault((path, pad), {"input": path, "pad": pad, "rows": 0, "rows_with": 0,
+                                              "inside": 0, "span": 0})
+            e["rows"] += x.shape[0]
+            e["rows_with"] += int((n_inside > 0).sum())
+            e["inside"] += int(n_inside.sum())
+            e["span"] += int(inside.sum())
     found = [{**e, "share": e["inside"] / e["span"], "rows_share": e["rows_with"] / e["rows"]}
              for e in seen.values() if e["span"]]
     return max(found, key=lambda e: e["share"]) if found else None
