@@ -1738,3 +1738,56 @@ def test_a_real_token_encoded_with_the_padding_id_is_named(workspace, start, ins
     assert rep.pad_inside["input"] == "batch[0]" and rep.pad_inside["pad"] == 0
     if inside:
         assert found[0].confidence >= 0.7 and "start=1" in found[0].fix and rep.pad_inside["rows_share"] > 0.9
+
+
+INPLACE_AUG = """
+    import numpy as np
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    class Maps(Dataset):
+        def __init__(self, n, train):
+            rng = np.random.default_rng(0)
+            self.y = rng.integers(0, 2, n)
+            self.x = (rng.standard_normal((n, 1, 8, 8)) + self.y[:, None, None, None]).astype(np.float32)
+            self.cache = np.zeros_like(self.x)
+            self.filled = np.zeros(n, dtype=bool)
+            self.train, self.rng = train, np.random.default_rng(1)
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            if not self.filled[i]:  # a lazy cache fills once: reading changes the data only the first time
+                self.cache[i] = self.x[i] * 0.5
+                self.filled[i] = True
+            img = self.x[i]READ
+            if self.train:
+                img = img[:, :, ::-1]
+                img *= self.rng.uniform(0.9, 1.1)
+                img += 0.3 * self.rng.standard_normal(img.shape).astype(np.float32)
+            return torch.from_numpy(np.ascontiguousarray(img)), int(self.y[i])
+
+    def make_target():
+        train = DataLoader(Maps(256, True), batch_size=32, shuffle=True)
+        DataLoader(Maps(64, False), batch_size=32)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 2))
+        return {"model": model, "data": [b for _, b in zip(range(4), train)], "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("read, mutates", [("", True), (".copy()", False)])
+def test_a_dataset_that_augments_its_stored_array_in_place_is_named(workspace, read, mutates):
+    """Fresh blind dev wafer_map_defect_cnn: __getitem__ flips a view of the cached array and scales and adds noise
+    to it in place, so the stored training data drifts every epoch. A lazy cache that fills on the first read (the
+    healthy twin has one too) is not a change on every read."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, INPLACE_AUG.replace("READ", read))))
+    found = [f for f in rep.findings if f.facts.get("reads_change_data")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if mutates else []), (rep.reads_change_data, rep.text())
+    if mutates:
+        assert rep.reads_change_data["attribute"] == "x" and rep.reads_change_data["dataset"] == "Maps"
+        assert found[0].confidence >= 0.75 and ".copy()" in found[0].fix and "(make_target)" in found[0].location

@@ -1580,3 +1580,26 @@ def test_an_ema_that_averages_parameters_only_fails_the_eval_norm_check_and_the_
     assert [f for f in static_scan([workspace / "train.py"]).findings if f.failure_mode == "train_eval_mode"] == []
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_an_in_place_augmentation_fails_the_reading_test_alone(workspace):
+    """Blind dev wafer_map_defect_cnn: triage asks for the reading check alone on a reads_change_data finding
+    (the label checks pass on the bug); it fails while __getitem__ augments the stored array in place and passes
+    once the sample is copied first."""
+    from test_probes import INPLACE_AUG
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_pipeline", confidence=0.8, summary="reading changes the data",
+                  facts={"reads_change_data": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "command" not in args and args["params"] == {"only": ["test_reading_the_data_leaves_it_unchanged"]}
+    (workspace / "train.py").write_text(textwrap.dedent(INPLACE_AUG.replace("READ", "")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=args["params"])
+    assert report.catches_bug and report.path.endswith("test_reading_leaves_data_unchanged.py"), report.text()
+    assert [c.test for c in report.cases if c.outcome != "skipped"] == ["test_reading_the_data_leaves_it_unchanged"]
+    assert "loader 0 (Maps).x" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(INPLACE_AUG.replace("READ", ".copy()")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

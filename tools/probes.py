@@ -1317,6 +1317,7 @@ class DataCheckReport(ProbeReport):
     split_shift: dict | None = Field(None, exclude=True)
     batch_mixing: dict | None = Field(None, exclude=True)  # the training batches' label mix against a shuffle's
     pad_inside: dict | None = Field(None, exclude=True)  # an embedding's padding_idx found between real tokens
+    reads_change_data: dict | None = Field(None, exclude=True)  # a dataset whose stored floats change when read
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
 
     def headline(self) -> str:
@@ -1488,6 +1489,28 @@ def pad_inside_finding(pi: dict | None, src: str) -> Finding | None:
         facts={"pad_inside": True})
 
 
+def reads_change_data_finding(rc: dict | None, src: str) -> Finding | None:
+    """A dataset whose stored float data changes each time samples are read: __getitem__ augments a view of the
+    cached array in place (numpy indexing and [::-1] flips return views), so the augmentations accumulate in the
+    data and every epoch trains on samples further from the original (and from the clean validation data)."""
+    if not rc or "changed" not in rc:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.8,
+        summary=(f"reading {rc['samples']} samples of {rc['dataset']} (the loader built at {rc['where']}) changes its "
+                 f"stored {rc['attribute']} on every pass ({rc['changed']:,} values changed each time): __getitem__ "
+                 "writes into the data it serves, an in-place augmentation on a view of the cached array, so noise "
+                 "and gains pile up and each epoch trains on data further from the original"),
+        evidence=[Evidence(what=f"values of {rc['dataset']}.{rc['attribute']} changed by one more read of the same "
+                                f"{rc['samples']} samples", value=f"{rc['changed']:,} of {rc['of']:,}", source=src),
+                  Evidence(what="changed again on a second repeat read", value="yes", source=src)],
+        location=f"{rc['dataset']}.__getitem__ ({rc['where']})",
+        fix=("Copy the sample before augmenting it (x = self.data[idx].copy(), or .clone() for a tensor), or build "
+             "new arrays (x = x * gain + noise) instead of x *= gain / x += noise"),
+        avoid="Do not tune the LR or the augmentation strength: the stored training data drifts every epoch",
+        facts={"reads_change_data": True})
+
+
 CLASS_WEIGHT_FIT, CLASS_WEIGHT_OFF, CLASS_WEIGHT_POWER = 1.5, 2.0, 0.25
 
 
@@ -1604,6 +1627,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
+                          reads_change_data=raw.get("reads_change_data"),
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
                           and "skipped" not in raw["split_shift"] else None,
                           **fields)
@@ -1670,6 +1694,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad_in = pad_inside_finding(rep.pad_inside, src)
     if pad_in:
         rep.findings.append(pad_in)
+    mutated = reads_change_data_finding(rep.reads_change_data, src)
+    if mutated:
+        rep.findings.append(mutated)
     misweighted = misordered_class_weights_finding(rep.class_weights, src)
     if misweighted:
         rep.findings.append(misweighted)

@@ -610,6 +610,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "batches_mix_the_classes"
     if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_the_padding_id_only_pads"]:
         default = "padding_id_only_pads"
+    if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_reading_the_data_leaves_it_unchanged"]:
+        default = "reading_leaves_data_unchanged"
     if (params or {}).get("script.checks") == ["eval_norm_stats_trained"]:
         default = "evaluates_with_trained_norm_statistics"
     if (params or {}).get("script.checks") == ["plateau_follows_metric"]:

@@ -1297,13 +1297,17 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("batches_unmixed") and target:
             # the label checks pass on this bug (every row keeps its own label): the batches' order is what is wrong
             args["params"] = {"batches_mixed": True}
-        if (top.facts.get("pad_inside") or top.facts.get("class_weights_misordered")) and target:
+        if (top.facts.get("pad_inside") or top.facts.get("class_weights_misordered")
+                or top.facts.get("reads_change_data")) and target:
             # the factory's batches and loss show the bug; the script's progress checks and the real-vs-shuffled
             # labels test say nothing about it, and a slow learner fails them after the fix too (blind dev
             # dna_promoter_motif_lstm: held-out 0.60 vs 0.65 shuffled after 600 steps of the fixed code)
             args.pop("command", None)
         if top.facts.get("pad_inside") and target:
             args["params"] = {"only": ["test_the_padding_id_only_pads"]}
+        if top.facts.get("reads_change_data") and target:
+            # the label and progress checks pass on this bug (rows keep their labels and the loss falls at first)
+            args["params"] = {"only": ["test_reading_the_data_leaves_it_unchanged"]}
         if top.facts.get("splits_apart") and target:
             # the label checks pass on this bug (training's own rows and labels are fine): the other loader is not
             args["params"] = {"splits_alike": True}

@@ -561,6 +561,89 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
     return {"loaders": len(reads), "matched": bool(matched),
             "apart": apart[0] if matched and apart else None, "worst": worst}
 
+STORED_BYTES = 256 << 20  # copy at most this much of a dataset's stored arrays to compare before/after reads
+
+
+def _stored_floats(ds) -> list:
+    """(attribute path, array) for every floating-point numpy array or tensor a dataset keeps (through Subset,
+    ConcatDataset and other datasets it wraps, and lists of per-sample arrays): the data __getitem__ reads from."""
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    out, seen = [], set()
+
+    def floating(v):
+        if isinstance(v, torch.Tensor):
+            return v.is_floating_point()
+        return np is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f"
+
+    def walk(obj, prefix, depth):
+        if id(obj) in seen or depth > 3 or not hasattr(obj, "__dict__"):
+            return
+        seen.add(id(obj))
+        for k, v in list(vars(obj).items()):
+            if floating(v):
+                out.append((prefix + k, v))
+            elif isinstance(v, torch.utils.data.Dataset):
+                walk(v, f"{prefix}{k}.", depth + 1)
+            elif isinstance(v, (list, tuple)) and v and len(v) <= 100_000:
+                if all(floating(e) for e in v[:8]):
+                    out.extend((f"{prefix}{k}[{i}]", e) for i, e in enumerate(v) if floating(e))
+                elif isinstance(v[0], torch.utils.data.Dataset):
+                    for i, d in enumerate(v[:8]):
+                        walk(d, f"{prefix}{k}[{i}].", depth + 1)
+    walk(ds, "", 0)
+    return out
+
+
+def _copy(v):
+    return v.detach().clone() if isinstance(v, torch.Tensor) else v.copy()
+
+
+def _changed(a, b) -> int:
+    a = a if isinstance(a, torch.Tensor) else torch.from_numpy(a)
+    b = b if isinstance(b, torch.Tensor) else torch.from_numpy(b)
+    if a.shape != b.shape:
+        return a.numel()
+    return int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
+
+
+def reads_change_data(target, samples=64) -> dict | None:
+    """Does reading a dataset change it? For each map-style dataset behind the loaders the factory built: read
+    `samples` items once (a lazy cache may fill on a first read), copy its stored float arrays, read them twice
+    more and compare after each read. Changed after both: __getitem__ writes into the data it serves (an in-place
+    augmentation on a view, img *= gain on self.images[idx]), so each epoch trains on data further from the
+    original. Integer arrays (counters, indices) are not compared."""
+    found = []
+    for i, (loader, where) in enumerate(getattr(target, "loaders", [])[:4]):
+        ds = loader.dataset
+        if not hasattr(ds, "__getitem__") or not hasattr(ds, "__len__") or len(ds) < 1:
+            continue
+        stored = _stored_floats(ds)
+        if not stored or sum(v.nelement() * v.element_size() if isinstance(v, torch.Tensor) else v.nbytes
+                             for _, v in stored) > STORED_BYTES:
+            continue
+        idx = torch.linspace(0, len(ds) - 1, min(len(ds), samples)).long().tolist()
+        try:
+            for j in idx:
+                ds[j]
+            rounds = []
+            for _ in range(2):
+                before = [_copy(v) for _, v in stored]
+                for j in idx:
+                    ds[j]
+                rounds.append([(name, _changed(b, v), v.numel() if isinstance(v, torch.Tensor) else v.size)
+                               for (name, v), b in zip(stored, before)])
+        except Exception:  # noqa: BLE001 - a dataset that cannot be read by index here is not judged
+            continue
+        both = [(name, n, total) for (name, n, total), (_, n2, _) in zip(*rounds) if n and n2]
+        if both:
+            name, n, total = max(both, key=lambda r: r[1])
+            found.append({"loader": i, "where": where, "dataset": type(ds).__name__, "attribute": name,
+                          "changed": n, "of": total, "samples": len(idx), "length": len(ds)})
+    return found[0] if found else None
+
 
 def run(job):
     a = job.args
@@ -682,6 +765,10 @@ def run(job):
     report["batch_mixing"] = batch_mixing(tensors[label_key]) if label_key in tensors else None
     if spy.weight is not None and y is not None and not y.is_floating_point():
         report["class_weights"] = class_weight_order(spy.weight, y)
+    try:
+        report["reads_change_data"] = reads_change_data(target)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["reads_change_data"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     try:
         report["split_shift"] = split_shift(target, tensors, label_key)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
