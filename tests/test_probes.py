@@ -1791,3 +1791,36 @@ def test_a_dataset_that_augments_its_stored_array_in_place_is_named(workspace, r
     if mutates:
         assert rep.reads_change_data["attribute"] == "x" and rep.reads_change_data["dataset"] == "Maps"
         assert found[0].confidence >= 0.75 and ".copy()" in found[0].fix and "(make_target)" in found[0].location
+
+
+REGIME_AE = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        t = torch.linspace(0, 6.28, 32)
+        # an export sorted by operating regime: 300 windows of each, amplitude and noise set by the regime
+        x = torch.cat([a * torch.sin(t * f + torch.rand(300, 2, 1, generator=g) * 6.28)
+                       + s * torch.randn(300, 2, 32, generator=g) for a, f, s in ((0.5, 1, 0.05), (1.5, 2, 0.2), (3.0, 3, 0.5))])
+        train = DataLoader(TensorDataset(x), batch_size=32SHUFFLE)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 64), nn.Unflatten(1, (2, 32)))
+        return {"model": model, "data": [b for _, b in zip(range(6), train)],
+                "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[0]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3)}
+"""
+
+
+@pytest.mark.parametrize("shuffle, ordered", [("", True), (", shuffle=True", False)])
+def test_an_unshuffled_loader_over_rows_sorted_by_regime_is_named(workspace, shuffle, ordered):
+    """Fresh blind dev gearbox_vibration_conv_ae: an autoencoder's training loader left at shuffle=False over windows
+    exported sorted by regime; no labels to mix, so the batches' inputs are compared with the same rows shuffled."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, REGIME_AE.replace("SHUFFLE", shuffle))))
+    found = [f for f in rep.findings if f.facts.get("loader_unshuffled")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if ordered else []), (rep.unshuffled, rep.text())
+    if ordered:
+        assert rep.unshuffled["spread"] > 4 * rep.unshuffled["shuffled"] and "shuffle=True" in found[0].fix
+    else:
+        assert rep.unshuffled is None

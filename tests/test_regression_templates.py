@@ -1603,3 +1603,25 @@ def test_an_in_place_augmentation_fails_the_reading_test_alone(workspace):
     (workspace / "train.py").write_text(textwrap.dedent(INPLACE_AUG.replace("READ", ".copy()")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_an_unshuffled_training_loader_fails_its_test(workspace):
+    """Blind dev gearbox_vibration_conv_ae: triage asks for loader_shuffled on a loader_unshuffled finding; the
+    check fails while the training loader reads rows sorted by regime in order, and passes with shuffle=True."""
+    from test_probes import REGIME_AE
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_pipeline", confidence=0.7, summary="the training loader does not shuffle",
+                  facts={"loader_unshuffled": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None) if s.tool == "write_regression_test")
+    assert args["params"] == {"loader_shuffled": True}
+    (workspace / "train.py").write_text(textwrap.dedent(REGIME_AE.replace("SHUFFLE", "")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={**args["params"], "steps": 30})
+    failed = [c.test for c in report.cases if c.outcome == "failed"]
+    assert report.catches_bug and failed[0] == "test_the_training_loader_mixes_its_rows", report.text()
+    assert report.path.endswith("test_training_loader_mixes_its_rows.py") and "shuffle=True" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(REGIME_AE.replace("SHUFFLE", ", shuffle=True")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

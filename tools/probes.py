@@ -1317,6 +1317,7 @@ class DataCheckReport(ProbeReport):
     split_shift: dict | None = Field(None, exclude=True)
     batch_mixing: dict | None = Field(None, exclude=True)  # the training batches' label mix against a shuffle's
     pad_inside: dict | None = Field(None, exclude=True)  # an embedding's padding_idx found between real tokens
+    unshuffled: dict | None = Field(None, exclude=True)  # an unshuffled training loader and how its batches mix
     reads_change_data: dict | None = Field(None, exclude=True)  # a dataset whose stored floats change when read
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
 
@@ -1489,6 +1490,33 @@ def pad_inside_finding(pi: dict | None, src: str) -> Finding | None:
         facts={"pad_inside": True})
 
 
+# dev: gearbox_vibration_conv_ae (rows stored by regime, shuffle=False) 29x the shuffled spread; the other two
+# unshuffled training loaders of the dev gallery 1.0x and 1.2x
+UNSHUFFLED_RATIO, UNSHUFFLED_SPREAD = 4.0, 3.0
+
+
+def unshuffled_loader_finding(u: dict | None, src: str) -> Finding | None:
+    """A training DataLoader left at shuffle=False over rows stored in some order (exported by regime, class or
+    source file): every epoch walks the kinds of rows one after another, each batch holds one kind, and the model
+    drifts towards the last kind it saw. Bengio 2012 ("Practical recommendations for gradient-based training")
+    asks for examples in random order within and across mini-batches. Labels are not needed (an autoencoder)."""
+    if not u or u["spread"] < UNSHUFFLED_RATIO * u["shuffled"] or u["spread"] < UNSHUFFLED_SPREAD:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=(f"the training DataLoader (built at {u['where']}) does not shuffle, and its {u['rows']:,} rows are "
+                 f"stored in an order: the means of its batches of {u['batch_size']} sit {u['spread']:.1f}x as far "
+                 f"apart as a shuffle would put them ({u['shuffled']:.1f}x), so each batch holds one kind of row and "
+                 "each epoch walks them in turn, ending biased towards the last"),
+        evidence=[Evidence(what="spread of batch input means over what iid rows give, in the loader's order",
+                           value=f"{u['spread']:.2f} (shuffled: {u['shuffled']:.2f})", source=src),
+                  Evidence(what="batches read, spread over the dataset", value=u["batches"], source=src)],
+        location=u["where"],
+        fix="Shuffle the training loader: DataLoader(train_ds, batch_size=..., shuffle=True) (keep validation in order)",
+        avoid="Do not tune the LR or the model: each step fits one kind of row and forgets the others",
+        facts={"loader_unshuffled": True})
+
+
 def reads_change_data_finding(rc: dict | None, src: str) -> Finding | None:
     """A dataset whose stored float data changes each time samples are read: __getitem__ augments a view of the
     cached array in place (numpy indexing and [::-1] flips return views), so the augmentations accumulate in the
@@ -1628,6 +1656,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
+                          unshuffled=raw.get("unshuffled") if isinstance(raw.get("unshuffled"), dict)
+                          and "skipped" not in raw["unshuffled"] else None,
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
                           and "skipped" not in raw["split_shift"] else None,
                           **fields)
@@ -1694,6 +1724,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad_in = pad_inside_finding(rep.pad_inside, src)
     if pad_in:
         rep.findings.append(pad_in)
+    ordered = unshuffled_loader_finding(rep.unshuffled, src)
+    if ordered:
+        rep.findings.append(ordered)
     mutated = reads_change_data_finding(rep.reads_change_data, src)
     if mutated:
         rep.findings.append(mutated)

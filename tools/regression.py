@@ -102,9 +102,11 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "match each row's padding; an embedding's padding id only pads; images are not channels-last read as channels-first; with check_scale, every "
        "input feature is standardised (|mean| <= max_abs_mean, std <= max_std); with splits_alike, every "
        "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
-       "batches mix the labels as a shuffle would; only (a list of test names) runs just those.",
+       "batches mix the labels as a shuffle would; with loader_shuffled, an unshuffled training loader's batches mix "
+       "its rows as a shuffle would (or it shuffles); reading samples never changes the stored data; only (a list "
+       "of test names) runs just those.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
-        "max_std": 20.0, "splits_alike": False, "batches_mixed": False, "only": None}),
+        "max_std": 20.0, "splits_alike": False, "batches_mixed": False, "loader_shuffled": False, "only": None}),
     _T("padding", "target",
        "The model does not read its padding: the shortest rows of a padded batch, fed as they come and with their "
        "padding cut to their longest content, give the same outputs (change under max_padding_change of the "
@@ -608,6 +610,8 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "splits_fed_alike"
     if failure_mode == "data_pipeline" and (params or {}).get("batches_mixed"):
         default = "batches_mix_the_classes"
+    if failure_mode == "data_pipeline" and (params or {}).get("loader_shuffled"):
+        default = "training_loader_mixes_its_rows"
     if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_the_padding_id_only_pads"]:
         default = "padding_id_only_pads"
     if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_reading_the_data_leaves_it_unchanged"]:
@@ -767,6 +771,7 @@ LOAD_ERROR = re.compile(r"(NameError: name '\w+' is not defined|ModuleNotFoundEr
 
 # the test a param opts into: when it fails, it is the one the finding asked for, so it leads the verdict
 PARAM_TESTS = {"batches_mixed": "test_batches_mix_the_classes",
+               "loader_shuffled": "test_the_training_loader_mixes_its_rows",
                "splits_alike": "test_every_loader_is_fed_like_the_training_batches",
                "check_scale": "test_input_features_are_standardised"}
 

@@ -1305,6 +1305,9 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
             args.pop("command", None)
         if top.facts.get("pad_inside") and target:
             args["params"] = {"only": ["test_the_padding_id_only_pads"]}
+        if top.facts.get("loader_unshuffled") and target:
+            # the label checks pass on this bug (and an autoencoder has none): the loader's order is what is wrong
+            args["params"] = {"loader_shuffled": True}
         if top.facts.get("reads_change_data") and target:
             # the label and progress checks pass on this bug (rows keep their labels and the loss falls at first)
             args["params"] = {"only": ["test_reading_the_data_leaves_it_unchanged"]}

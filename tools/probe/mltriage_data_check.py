@@ -644,6 +644,60 @@ def reads_change_data(target, samples=64) -> dict | None:
                           "changed": n, "of": total, "samples": len(idx), "length": len(ds)})
     return found[0] if found else None
 
+def _row_summary(x: torch.Tensor) -> torch.Tensor:
+    """Per row: its features (N, F), or each channel's mean and spread over time / space (N, C, ...)."""
+    x = x.detach().float()
+    if x.dim() == 2:
+        return x
+    flat = x.reshape(x.shape[0], x.shape[1], -1)
+    return torch.cat([flat.mean(2), flat.std(2) if flat.shape[2] > 1 else flat.mean(2)], 1)
+
+
+def _block_spread(rows: torch.Tensor, size: int) -> float:
+    """Variance of the block means over the variance a block of `size` iid rows would have, averaged over features."""
+    var = rows.var(0).clamp_min(1e-12)
+    means = rows.reshape(-1, size, rows.shape[1]).mean(1)
+    return float((means.var(0) * size / var).mean())
+
+
+def unshuffled_loader(target, batches, blocks=16) -> dict | None:
+    """Is the training loader unshuffled over rows stored in some order? For the loader whose first batch is the
+    first training batch, with a SequentialSampler (shuffle=False): the inputs of `blocks` batches cut where that
+    loader cuts them, spread over its dataset; how far their means sit apart, against the same rows shuffled into
+    batches. Rows stored sorted (by regime, class, source file) give batches that each hold one kind of row; a
+    validation loader is read in order on purpose and is never judged."""
+    from torch.utils.data import SequentialSampler
+    first = [t for _, t in T.flatten(batches[0]) if t.is_floating_point() and t.dim() >= 2]
+    if not first:
+        return None
+    for loader, where in getattr(target, "loaders", [])[:4]:
+        bs = getattr(loader, "batch_size", None)
+        if not isinstance(getattr(loader, "sampler", None), SequentialSampler) or not bs or bs < 4:
+            continue
+        ds = loader.dataset
+        n = len(ds)
+        if n < 8 * bs:
+            continue
+        head = [t for _, t in T.flatten(loader.collate_fn([ds[i] for i in range(bs)]))
+                if t.is_floating_point() and t.dim() >= 2]
+        if not head or head[0].shape != first[0].shape:
+            continue
+        a, b = head[0].reshape(-1).float(), first[0].reshape(-1).float()
+        if not torch.equal(a, b) and torch.corrcoef(torch.stack([a, b]))[0, 1] < 0.9:
+            continue  # another loader (a validation one), or the training rows are not this loader's
+        starts = (torch.linspace(0, n // bs - 1, min(blocks, n // bs)).long() * bs).tolist()
+        xs = [[t for _, t in T.flatten(loader.collate_fn([ds[i] for i in range(s, s + bs)]))
+               if t.is_floating_point() and t.dim() >= 2][0] for s in starts]
+        rows = _row_summary(torch.cat(xs))
+        rows = rows[:, rows.std(0) > 1e-6 * (1 + rows.mean(0).abs())]
+        if rows.shape[1] == 0:
+            return None
+        g = torch.Generator().manual_seed(0)
+        base = sum(_block_spread(rows[torch.randperm(len(rows), generator=g)], bs) for _ in range(5)) / 5
+        return {"where": where, "dataset": type(ds).__name__, "rows": n, "batch_size": bs, "batches": len(starts),
+                "spread": _block_spread(rows, bs), "shuffled": base}
+    return None
+
 
 def run(job):
     a = job.args
@@ -765,6 +819,10 @@ def run(job):
     report["batch_mixing"] = batch_mixing(tensors[label_key]) if label_key in tensors else None
     if spy.weight is not None and y is not None and not y.is_floating_point():
         report["class_weights"] = class_weight_order(spy.weight, y)
+    try:
+        report["unshuffled"] = unshuffled_loader(target, batches)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["unshuffled"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     try:
         report["reads_change_data"] = reads_change_data(target)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
