@@ -1625,3 +1625,45 @@ def test_an_unshuffled_training_loader_fails_its_test(workspace):
     (workspace / "train.py").write_text(textwrap.dedent(REGIME_AE.replace("SHUFFLE", ", shuffle=True")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+LISTED_AUG = """
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.utils.data import ConcatDataset, DataLoader, Dataset
+
+    class Clips(Dataset):
+        def __init__(self, seed):
+            rng = np.random.default_rng(seed)
+            self.y = rng.integers(0, 2, 64)
+            self.clips = [(rng.standard_normal(16) + c).astype(np.float32) for c in self.y]  # per-sample arrays
+            self.rng = np.random.default_rng(seed + 1)
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            x = self.clips[i]READ
+            x += 0.1 * self.rng.standard_normal(16).astype(np.float32)
+            return torch.from_numpy(x), int(self.y[i])
+
+    def make_target():
+        train = DataLoader(ConcatDataset([Clips(0), Clips(2)]), batch_size=16, shuffle=True)
+        return {"model": nn.Linear(16, 2), "data": [b for _, b in zip(range(4), train)], "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.SGD(p, lr=0.1)}
+"""
+
+
+def test_the_reading_test_sees_per_sample_arrays_behind_a_concat_dataset(workspace):
+    """The reading test walks what the probe walks: lists of per-sample arrays inside datasets a ConcatDataset
+    holds (it skipped them before, so a finding the probe made there had a test that could not fail)."""
+    params = {"only": ["test_reading_the_data_leaves_it_unchanged"]}
+    (workspace / "train.py").write_text(textwrap.dedent(LISTED_AUG.replace("READ", "")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=params)
+    assert report.catches_bug and "datasets[0].clips[" in report.failure_message, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(LISTED_AUG.replace("READ", ".copy()")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
