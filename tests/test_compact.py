@@ -153,7 +153,7 @@ def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid()
     import json
 
     from tools.compact import REPLY_BUDGET, fitted_summary
-    from tools.triage import TriageReport
+    from tools.triage import TriageReport, TriageStep
 
     def finding(mode, conf, n=3):
         return Finding(failure_mode=mode, confidence=conf, location="train.py:12",
@@ -192,3 +192,21 @@ def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid()
     assert "second: summary (200 chars) and place" in fitted["omitted"]["findings"]
     small = TriageReport(healthy=False, budget_s=60, elapsed_s=3.0, steps=[], findings=[finding("nan_inf", 0.9, 1)])
     assert fitted_summary(small, small.summary_text()) == summary(small)  # within budget: nothing more is cut
+    # still over at tight 3 (the dev run token_encoder_gradual_unfreeze was 4,246 there: a long top finding and
+    # nine steps that ran fine): the second keeps its mode, confidence and place (the text gives its summary line)
+    # and the steps that ran fine are counted, not named
+    steps = [TriageStep(name=f"probe_number_{i}", status="ok", summary="ran", seconds=1.0) for i in range(9)]
+    huge = big.model_copy(update={"steps": steps, "findings": [big.findings[0].model_copy(
+        update={"avoid": "do not y " * 8}), *big.findings[1:]]})
+    huge_text = huge.summary_text()
+    assert len(huge_text) + len(json.dumps(summary(huge, 3), separators=(",", ":"))) > REPLY_BUDGET
+    fitted = fitted_summary(huge, huge_text)
+    assert len(huge_text) + len(json.dumps(fitted, separators=(",", ":"), ensure_ascii=False)) <= REPLY_BUDGET
+    TriageReport.model_validate(fitted)
+    top, second = fitted["findings"][:2]
+    assert len(top["evidence"]) == 3 and top["fix"] and top["avoid"]
+    assert second["summary"] == "" and second["location"] == "train.py:12" and second["confidence"] == 0.6
+    assert "lr_too_low — lr_too_low: a long reason" in huge_text  # what the JSON leaves out, the text says
+    assert fitted["omitted"]["steps"] == "9 ran fine, named in detail='full'"
+    assert "the text gives the second's summary" in fitted["omitted"]["findings"]
+    assert summary(huge)["omitted"]["steps"].startswith("9 that ran fine: probe_number_0, ")

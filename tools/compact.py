@@ -228,6 +228,8 @@ FINDINGS_CUT = (  # what each tightening step of cap_evidence leaves of the find
     "and place only",
     f"top: {EVIDENCE_MAX} facts+fix+avoid; second: summary ({REMOTE_SUMMARY_MAX} chars) and place; others: mode, "
     "confidence and place only",
+    f"top: {EVIDENCE_MAX} facts+fix+avoid; others: mode, confidence and place only (the text gives the second's "
+    "summary)",
 )
 
 
@@ -249,7 +251,8 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
     hypotheses: the summary says what they are); only the top finding keeps its avoid. The rest is in
     detail='full'. `tight` (a reply over budget): 1 keeps TIGHT_SUMMARY_MAX characters of a remote summary and
     TIGHT_SECOND_FACTS facts for the close second, 2 keeps a remote hypothesis's mode, confidence and place only,
-    3 shows the close second as its summary and place (the text reply already gives its summary line)."""
+    3 shows the close second as its summary and place (the text reply already gives its summary line), 4 shows it
+    as its mode, confidence and place (its summary line is in the text beside)."""
     order = sorted(range(len(findings)), key=lambda i: -findings[i].get("confidence", 0))
     top = findings[order[0]].get("confidence", 0) if order else 0
     cut = False
@@ -268,12 +271,12 @@ def cap_evidence(findings: list[dict], omitted: dict[str, str], tight: int = 0) 
                 cut = True
         if not shown and f.get("location") and first_place(f["location"]) != f["location"]:
             f["location"], cut = first_place(f["location"]), True  # a remote hypothesis: where it starts will do
-        keep = (REMOTE_SUMMARY_MAX if rank == 1 and tight >= 3
+        keep = (REMOTE_SUMMARY_MAX if rank == 1 and tight == 3
                 else (REMOTE_SUMMARY_MAX, TIGHT_SUMMARY_MAX, 0)[min(tight, 2)])
         if not shown and len(f.get("summary", "")) > keep:  # what it is, not every reason
             f["summary"], cut = clip(f["summary"], keep), True
     if cut:  # one note for the rule, not one per finding
-        omitted["findings"] = FINDINGS_CUT[min(tight, 3)] + "; the rest in detail='full'"
+        omitted["findings"] = FINDINGS_CUT[min(tight, len(FINDINGS_CUT) - 1)] + "; the rest in detail='full'"
 
 
 def first_place(location: str) -> str:
@@ -310,7 +313,7 @@ def reply_size(text: str, structured: dict) -> int:
 def fitted_summary(report: BaseModel, text: str) -> dict:
     """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
     or nothing more can go."""
-    for tight in range(4):
+    for tight in range(len(FINDINGS_CUT)):
         shaped = summary(report, tight)
         if reply_size(text, shaped) <= REPLY_BUDGET:
             break
@@ -327,7 +330,7 @@ def summary(report: BaseModel, tight: int = 0) -> dict:
     for own in BOOKKEEPING:  # set below only when something was cut
         data.pop(own, None)
     if hasattr(report, "trim_summary"):
-        report.trim_summary(data)
+        report.trim_summary(data, tight)
     trimmed = data.pop("omitted", {})  # what the report's own trim left out
     for name in getattr(report, "summary_drops", ()):  # fields that repeat another one (Report.summary_drops)
         if "." in name:  # "steps.seconds": that field of every record of the list `steps`

@@ -94,8 +94,9 @@ class Report(BaseModel):
     omitted: dict[str, str] = Field(default_factory=dict)
     full_data: str | None = None
 
-    def trim_summary(self, data: dict) -> None:
-        """Leave out, in place, what the report's own dump repeats in detail='summary' (before the generic rules)."""
+    def trim_summary(self, data: dict, tight: int = 0) -> None:
+        """Leave out, in place, what the report's own dump repeats in detail='summary' (before the generic rules);
+        `tight` is compact.cap_evidence's tightening step for a reply over budget."""
 
     def headline(self) -> str:
         return ""

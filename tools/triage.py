@@ -64,10 +64,11 @@ class TriageReport(Report):
     # which step found what is in each finding's evidence sources; the seconds add up to elapsed_s
     summary_drops = ("steps.seconds", "steps.findings")
 
-    def trim_summary(self, data: dict) -> None:
+    def trim_summary(self, data: dict, tight: int = 0) -> None:
         """In detail='summary' the steps that ran fine are named in one note (what they found is in the findings,
-        whose evidence names the step; what they ruled out is in detail='full'); a skipped, failed or timed-out
-        step keeps its record with the line saying why, said once when several steps share it."""
+        whose evidence names the step; what they ruled out is in detail='full'), counted only at the last
+        tightening step; a skipped, failed or timed-out step keeps its record with the line saying why, said once
+        when several steps share it."""
         steps = data.get("steps") or []
         fine = [s["name"] for s in steps if s.get("status") == "ok"]
         data["steps"], said = [], {}
@@ -82,7 +83,8 @@ class TriageReport(Report):
             said.setdefault(why, record["name"])
             data["steps"].append(record)
         if fine:
-            data.setdefault("omitted", {})["steps"] = f"{len(fine)} that ran fine: {', '.join(fine)}"
+            data.setdefault("omitted", {})["steps"] = (f"{len(fine)} that ran fine: {', '.join(fine)}" if tight < 4
+                                                       else f"{len(fine)} ran fine, named in detail='full'")
 
     healthy: bool
     decisive_step: str | None = Field(None, description="the step whose finding ended the walk early")
