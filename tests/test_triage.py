@@ -960,7 +960,10 @@ def test_a_weak_alternative_under_a_strong_finding_gets_no_probe_of_its_own():
 
     assert tools(0.76, 0.3)[0] != "lr_range_test" and "lr_range_test" not in tools(0.76, 0.3)
     assert "write_regression_test" in tools(0.76, 0.3)
-    assert "lr_range_test" in tools(0.6, 0.3)  # the top finding is not sure: rule the alternative out
+    # a verdict under 0.75: the alternative's probe comes after the top finding's test, for when that test passes
+    # on the unfixed code (dev gearbox_vibration_conv_ae: lr_too_low 0.3 was probed before data_pipeline 0.7's test)
+    assert tools(0.7, 0.3) == ["data_check", "write_regression_test", "lr_range_test", "journal_append"]
+    assert tools(0.45, 0.3)[:2] == ["data_check", "lr_range_test"]  # no verdict: rule the alternative out first
     assert "lr_range_test" in tools(0.9, 0.86)
 
 
