@@ -1667,3 +1667,23 @@ def test_the_reading_test_sees_per_sample_arrays_behind_a_concat_dataset(workspa
     (workspace / "train.py").write_text(textwrap.dedent(LISTED_AUG.replace("READ", ".copy()")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_a_test_narrowed_to_one_check_is_named_after_it():
+    """The default file name follows the one check a params switch or `only` narrows the test to: a table, not one
+    `if` per check (before, a single `only` check without its own `if` was named labels_aligned_with_inputs)."""
+    from tools.regression import validate
+
+    def name(mode, params):
+        return validate(mode, None, "train.py:make_target", None, None, None, params)[1]
+
+    assert name("data_pipeline", None) == "labels_aligned_with_inputs"
+    assert name("data_pipeline", {"only": ["test_class_ids_start_at_zero"]}) == "class_ids_start_at_zero"
+    assert name("data_pipeline", {"only": ["test_the_padding_id_only_pads"]}) == "padding_id_only_pads"
+    assert name("data_pipeline", {"only": ["test_reading_the_data_leaves_it_unchanged"]}) == \
+        "reading_leaves_data_unchanged"
+    assert name("data_pipeline", {"only": ["test_class_ids_start_at_zero", "test_batches_mix_the_classes"]}) == \
+        "labels_aligned_with_inputs"  # two checks: the mode's name
+    assert name("data_pipeline", {"loader_shuffled": True}) == "training_loader_mixes_its_rows"
+    assert name("train_eval_mode", {"phase": "eval"}) == "evaluates_in_eval_mode"
+    assert name("shape_mismatch", {"rows_apart": True}) == "rows_stay_apart"

@@ -206,6 +206,21 @@ DEFAULT_NAMES = {
     "exception": "training_runs_without_error", "oom": "training_fits_in_memory",
 }
 
+# a params switch that narrows the test to one check names the file after that check: (failure mode or None for
+# any, param, value, default name)
+NAMED_BY_PARAM = (
+    ("train_eval_mode", "phase", "eval", "evaluates_in_eval_mode"),  # the user's evaluation, not the training step
+    ("shape_mismatch", "rows_apart", True, "rows_stay_apart"),
+    ("train_eval_mode", "norm_stats_follow", True, "batch_norm_statistics_follow"),
+    ("data_pipeline", "splits_alike", True, "splits_fed_alike"),
+    ("data_pipeline", "batches_mixed", True, "batches_mix_the_classes"),
+    ("data_pipeline", "loader_shuffled", True, "training_loader_mixes_its_rows"),
+    (None, "script.checks", ["eval_norm_stats_trained"], "evaluates_with_trained_norm_statistics"),
+    (None, "script.checks", ["plateau_follows_metric"], "plateau_scheduler_follows_its_metric"),
+)
+ONLY_NAMES = {"test_the_padding_id_only_pads": "padding_id_only_pads",
+              "test_reading_the_data_leaves_it_unchanged": "reading_leaves_data_unchanged"}
+
 IMPORT_TIMEOUT_S = 120.0  # importing torch and the user module; independent of the test's own time limit
 
 Status = Literal["passed", "failed", "error", "timeout"]
@@ -600,26 +615,14 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         default = "learns_one_batch_at_its_lr" if failure_mode in ("lr_too_low", "lr_too_high") else "overfits_one_batch"
     if template == "rows":
         default = "rows_keep_their_labels"  # the coded-tables check, whatever mode it was written for
-    if failure_mode == "train_eval_mode" and (params or {}).get("phase") == "eval":
-        default = "evaluates_in_eval_mode"  # the test is about the user's evaluation, not the training step
-    if failure_mode == "shape_mismatch" and (params or {}).get("rows_apart"):
-        default = "rows_stay_apart"
-    if failure_mode == "train_eval_mode" and (params or {}).get("norm_stats_follow"):
-        default = "batch_norm_statistics_follow"
-    if failure_mode == "data_pipeline" and (params or {}).get("splits_alike"):
-        default = "splits_fed_alike"
-    if failure_mode == "data_pipeline" and (params or {}).get("batches_mixed"):
-        default = "batches_mix_the_classes"
-    if failure_mode == "data_pipeline" and (params or {}).get("loader_shuffled"):
-        default = "training_loader_mixes_its_rows"
-    if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_the_padding_id_only_pads"]:
-        default = "padding_id_only_pads"
-    if failure_mode == "data_pipeline" and (params or {}).get("only") == ["test_reading_the_data_leaves_it_unchanged"]:
-        default = "reading_leaves_data_unchanged"
-    if (params or {}).get("script.checks") == ["eval_norm_stats_trained"]:
-        default = "evaluates_with_trained_norm_statistics"
-    if (params or {}).get("script.checks") == ["plateau_follows_metric"]:
-        default = "plateau_scheduler_follows_its_metric"
+    chosen = params or {}
+    for mode, key, value, named in NAMED_BY_PARAM:
+        if mode in (None, failure_mode) and chosen.get(key) == value:
+            default = named
+    only = chosen.get("only")
+    if failure_mode == "data_pipeline" and isinstance(only, list) and len(only) == 1 and isinstance(only[0], str):
+        # a test narrowed to one check is named after it (the padding test's file kept its older, shorter name)
+        default = ONLY_NAMES.get(only[0], only[0].removeprefix("test_"))
     slug = slug_for_test(name if name is not None else default)
     for spec, file, what in ((target, target_file, "target"), (function, function_file, "function")):
         if spec:
