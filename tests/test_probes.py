@@ -1381,6 +1381,35 @@ def test_a_hand_written_loss_that_broadcasts_n_by_1_against_n_is_named_with_its_
         assert [f for f in rep.findings if f.failure_mode == "shape_mismatch"] == [], rep.text()
 
 
+def test_a_hand_written_loss_that_broadcasts_b_1_t_against_b_t_is_named_with_its_axis(workspace):
+    """Blind dev ecg_beat_conv1d_ae: a Conv1d autoencoder returns (B, 1, T), the beats are (B, T), and
+    `torch.mean((recon - x) ** 2)` broadcast to (B, B, T): every reconstruction against every beat, so the model
+    learnt one average beat (triage read the run healthy). With .squeeze(1) nothing is said; nor for (1, B, T)
+    against (B, T), whose leading axis broadcasts harmlessly."""
+    body = """
+        import torch
+        from torch import nn
+
+        def recon_loss(recon, x):
+            return torch.mean((recon - x) ** 2)
+
+        def make_target():
+            torch.manual_seed(0)
+            x = torch.randn(16, 64)
+            net = nn.Sequential(nn.Conv1d(1, 4, 5, padding=2), nn.ReLU(), nn.Conv1d(4, 1, 5, padding=2))
+            return {"model": net, "data": [(x,)], "loss_fn": lambda m, b: LOSS}
+    """
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(
+        workspace, body.replace("LOSS", "recon_loss(m(b[0].unsqueeze(1)), b[0])"), "bug.py")))
+    (f,) = [f for f in rep.findings if f.failure_mode == "shape_mismatch"]
+    assert f.confidence >= 0.8 and f.location == "bug.py:6", rep.text()
+    assert "(16, 1, 64)" in f.summary and "(16, 16, 64)" in f.summary and ".squeeze(1)" in f.fix, rep.text()
+    for name, loss in (("fixed.py", "recon_loss(m(b[0].unsqueeze(1)).squeeze(1), b[0])"),
+                       ("leading.py", "recon_loss(m(b[0].unsqueeze(1)).squeeze(1)[None], b[0])")):
+        rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body.replace("LOSS", loss), name)))
+        assert [f for f in rep.findings if f.failure_mode == "shape_mismatch"] == [], rep.text()
+
+
 def test_a_pretrained_checkpoint_that_strict_false_loads_nothing_is_bad_init(workspace):
     """Blind dev signal_cnn_linear_probe: the checkpoint of a wrapper ('encoder.conv1.weight') loaded with
     strict=False into the bare encoder ('conv1.weight') filled nothing, silently, and the linear probe trained on

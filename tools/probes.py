@@ -852,13 +852,15 @@ def unloaded_weights_finding(loads: list[dict], src: str) -> Finding | None:
 
 
 def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
-    """The same silent (N, 1) vs (N,) broadcast in the user's own arithmetic (a hand-written loss), which no
-    loss function sees: BroadcastWatch in the probe names the op and the line."""
+    """The same silent (N, 1) vs (N,) broadcast, or (B, 1, T) vs (B, T), in the user's own arithmetic (a hand-written
+    loss), which no loss function sees: BroadcastWatch in the probe names the op and the line."""
     hit = next(iter(raw.get("outer_broadcasts") or []), None)
     if hit is None:
         return None
     where, _, fn = hit["where"].partition(" ")
     a, b = hit["shapes"]
+    axis = next((k for k in range(1, len(a)) if a[k] == 1 and a[:k] + a[k + 1:] == list(b)), len(a) - 1)
+    squeeze = "-1" if axis == len(a) - 1 else str(axis)
     return Finding(
         failure_mode="shape_mismatch", confidence=0.85,
         summary=f"`{hit['op']}` at {where} {fn} combines a {tuple(a)} tensor with a {tuple(b)} one: they broadcast to "
@@ -867,8 +869,8 @@ def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
         evidence=[Evidence(what="operand shapes", value=f"{tuple(a)} and {tuple(b)}", source=src),
                   Evidence(what="result shape", value=str(tuple(hit["result"])), source=src)],
         location=where,
-        fix="Make the shapes equal before the arithmetic: pred.squeeze(-1) (or target.unsqueeze(-1)), and assert "
-            "pred.shape == target.shape in the loss",
+        fix=f"Make the shapes equal before the arithmetic: squeeze the {tuple(a)} tensor's size-1 axis (.squeeze("
+            f"{squeeze}), or unsqueeze the other), and assert pred.shape == target.shape in the loss",
         avoid="Do not tune the LR, the loss or the model: it learns the batch mean at any setting until the shapes match.",
         facts={"rows_against_rows": True})
 

@@ -428,19 +428,25 @@ LOSSES = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", 
 
 
 def outer_broadcast(a, b):
-    """(shape of the (..., N, 1) operand, shape of the (..., N) one) when one is the other plus a trailing 1: the
-    op's result is (..., N, N), every row against every row (a forgotten squeeze); None otherwise. A view of the
-    same memory (x[:, None] - x) is a deliberate pairwise difference."""
+    """(shape of the operand with an extra size-1 axis, shape of the other, the result's shape) when one operand is
+    the other plus a size-1 axis after the first ((N, 1) against (N,), (B, 1, T) against (B, T): a forgotten
+    squeeze): the op's result then pairs every row with every row ((N, N), (B, B, T)); None otherwise. A leading
+    size-1 axis broadcasts harmlessly, and a view of the same memory (x[:, None] - x) is a deliberate pairwise
+    difference."""
     for x, y in ((a, b), (b, a)):
-        if x.dim() == y.dim() + 1 and y.dim() >= 1 and x.shape[-1] == 1 and y.shape[-1] > 1 \
-                and tuple(x.shape[:-1]) == tuple(y.shape) and x.data_ptr() != y.data_ptr():
-            return list(x.shape), list(y.shape)
+        if x.dim() != y.dim() + 1 or y.dim() < 1 or x.data_ptr() == y.data_ptr():
+            continue
+        for k in range(1, x.dim()):
+            if x.shape[k] == 1 and tuple(x.shape[:k]) + tuple(x.shape[k + 1:]) == tuple(y.shape):
+                out = torch.broadcast_shapes(x.shape, y.shape)
+                if out.numel() > max(x.numel(), y.numel()):
+                    return list(x.shape), list(y.shape), list(out)
     return None
 
 
 class BroadcastWatch(TorchFunctionMode):
-    """Notes the ops of the user's own code where a (N, 1) tensor meets a (N,) one (pred - target in a
-    hand-written loss): they broadcast to (N, N) silently, and the mean over that matrix trains the model to
+    """Notes the ops of the user's own code where a (N, 1) tensor meets a (N,) one, or (B, 1, T) a (B, T) one
+    (pred - target in a hand-written loss): they broadcast to (N, N) or (B, B, T) silently, and the mean over that matrix trains the model to
     predict the batch mean. F.mse_loss at least warns; `(pred - y) ** 2` does not."""
 
     def __init__(self):
@@ -453,8 +459,7 @@ class BroadcastWatch(TorchFunctionMode):
             ts = [v for v in (*args[:2], kwargs.get("target")) if isinstance(v, torch.Tensor)]
             got = outer_broadcast(ts[0], ts[1]) if len(ts) >= 2 else None
             if got is not None and (where := user_frame()) is not None:
-                self.hits.append({"op": _fn_name(func), "where": where, "shapes": got,
-                                  "result": [*got[0][:-1], got[1][-1]]})
+                self.hits.append({"op": _fn_name(func), "where": where, "shapes": got[:2], "result": got[2]})
         return func(*args, **kwargs)
 
 
