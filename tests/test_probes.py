@@ -1853,3 +1853,77 @@ def test_an_unshuffled_loader_over_rows_sorted_by_regime_is_named(workspace, shu
         assert rep.unshuffled["spread"] > 4 * rep.unshuffled["shuffled"] and "shuffle=True" in found[0].fix
     else:
         assert rep.unshuffled is None
+
+
+TEACHER_FORCED = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec, self.head = nn.GRU(3, 16, batch_first=True), nn.GRU(1, 16, batch_first=True), nn.Linear(16, 1)
+
+        def forward(self, x, y=None):
+            _, h = self.enc(x)
+            prev = torch.roll(y, shifts=SHIFT, dims=1)
+            prev[:, 0] = x[:, -1, 0]
+            out, _ = self.dec(prev.unsqueeze(-1), h)
+            return self.head(out).squeeze(-1)
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(32, 10, 3, generator=g), torch.randn(32, 12, generator=g)
+        return {"model": Seq2Seq(), "data": [(x, y)], "loss_fn": lambda m, b: F.mse_loss(m(b[0], b[1]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3), "task": "regression"}
+"""
+
+
+@pytest.mark.parametrize("shift, leaks", [("-1", True), ("1", False)])
+def test_a_decoder_fed_the_target_it_predicts_is_leakage(workspace, shift, leaks):
+    """Fresh blind dev chiller_load_lstm_encdec: teacher forcing built with torch.roll(y, -1), so the decoder's
+    input at step t is the target of step t+1; the training loss collapsed and the rolled-out validation grew,
+    read as a validation split on another scale and overfitting. Shifted right (roll(y, 1)) nothing is said."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, TEACHER_FORCED.replace("SHIFT", shift))))
+    found = [f for f in rep.findings if f.facts.get("reads_ahead")]
+    assert [f.failure_mode for f in found] == (["data_leakage"] if leaks else []), (rep.read_ahead, rep.text())
+    assert rep.read_ahead["tensor"] == "batch[1]" and rep.read_ahead["steps"] == 12
+    if leaks:
+        assert rep.read_ahead["before"] > 0.1 and found[0].confidence >= 0.75 and "Seq2Seq" not in found[0].fix
+        assert found[0].location.endswith("target.py:11"), found[0].location
+    else:
+        assert rep.read_ahead["before"] == 0 and rep.read_ahead["after"] > 0.1
+
+
+SAMPLED = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        y = (torch.rand(600, generator=g) < 0.2).long()
+        x = torch.randn(600, 4, generator=g) + y[:, None]
+        class_w = 1.0 / torch.bincount(y).double()
+        sampler = WeightedRandomSampler(WEIGHTS, num_samples=len(y), replacement=True)
+        train = DataLoader(TensorDataset(x, y), batch_size=32, sampler=sampler)
+        return {"model": nn.Linear(4, 2), "data": train, "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("weights, short", [("class_w", True), ("class_w[y]", False)])
+def test_a_weighted_sampler_given_a_weight_per_class_is_named(workspace, weights, short):
+    """Fresh blind dev pcb_defect_resnet: WeightedRandomSampler(class_w) with one weight per class draws only
+    samples 0-5 of 2,400, so each epoch repeats six images (read healthy). One weight per sample is quiet."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, SAMPLED.replace("WEIGHTS", weights))))
+    found = [f for f in rep.findings if f.facts.get("sampler_short")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if short else []), (rep.sampler_reach, rep.text())
+    if short:
+        assert rep.sampler_reach["weights"] == 2 and rep.sampler_reach["samples"] == 600
+        assert found[0].confidence >= 0.8 and "class_w[labels]" in found[0].fix and "(make_target)" in found[0].location
+    else:
+        assert rep.sampler_reach is None

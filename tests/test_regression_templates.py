@@ -1687,3 +1687,48 @@ def test_a_test_narrowed_to_one_check_is_named_after_it():
     assert name("data_pipeline", {"loader_shuffled": True}) == "training_loader_mixes_its_rows"
     assert name("train_eval_mode", {"phase": "eval"}) == "evaluates_in_eval_mode"
     assert name("shape_mismatch", {"rows_apart": True}) == "rows_stay_apart"
+
+
+def test_a_decoder_fed_its_own_targets_fails_the_read_ahead_test_alone(workspace):
+    """Fresh blind dev chiller_load_lstm_encdec: triage asks for the read-ahead check alone on a reads_ahead
+    finding, without the script (the input-leakage checks pass on this bug); it fails while the decoder is fed
+    torch.roll(y, -1) and passes once the targets are shifted right."""
+    from test_probes import TEACHER_FORCED
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_leakage", confidence=0.8, summary="the model reads its targets",
+                  facts={"reads_ahead": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "command" not in args and args["params"] == {"only": ["test_predictions_do_not_read_their_own_targets"]}
+    (workspace / "train.py").write_text(textwrap.dedent(TEACHER_FORCED.replace("SHIFT", "-1")))
+    report = _write(workspace, failure_mode="data_leakage", target="train.py:make_target", params=args["params"])
+    assert report.catches_bug and report.path.endswith("test_predictions_do_not_read_their_own_targets.py"), \
+        report.text()
+    assert [c.test for c in report.cases if c.outcome != "skipped"] == ["test_predictions_do_not_read_their_own_targets"]
+    assert "changing only the target at step" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(TEACHER_FORCED.replace("SHIFT", "1")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+
+def test_a_sampler_with_a_weight_per_class_fails_the_sampler_test_alone(workspace):
+    """Fresh blind dev pcb_defect_resnet: triage asks for the sampler check alone on a sampler_short finding; it
+    fails while WeightedRandomSampler gets one weight per class and passes with one weight per sample."""
+    from test_probes import SAMPLED
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_pipeline", confidence=0.85, summary="the sampler draws few samples",
+                  facts={"sampler_short": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "command" not in args and args["params"] == {"only": ["test_the_sampler_reaches_every_sample"]}
+    (workspace / "train.py").write_text(textwrap.dedent(SAMPLED.replace("WEIGHTS", "class_w")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=args["params"])
+    assert report.catches_bug and report.path.endswith("test_the_sampler_reaches_every_sample.py"), report.text()
+    assert "2 weights for 600 samples" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(SAMPLED.replace("WEIGHTS", "class_w[y]")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

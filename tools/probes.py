@@ -1321,6 +1321,8 @@ class DataCheckReport(ProbeReport):
     pad_inside: dict | None = Field(None, exclude=True)  # an embedding's padding_idx found between real tokens
     unshuffled: dict | None = Field(None, exclude=True)  # an unshuffled training loader and how its batches mix
     reads_change_data: dict | None = Field(None, exclude=True)  # a dataset whose stored floats change when read
+    sampler_reach: dict | None = Field(None, exclude=True)  # a weighted sampler with fewer weights than samples
+    read_ahead: dict | None = Field(None, exclude=True)  # how far a prediction moves when a target at or after it does
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
 
     def headline(self) -> str:
@@ -1541,6 +1543,59 @@ def reads_change_data_finding(rc: dict | None, src: str) -> Finding | None:
         facts={"reads_change_data": True})
 
 
+def sampler_reach_finding(sr: dict | None, src: str) -> Finding | None:
+    """A WeightedRandomSampler given fewer weights than the dataset has samples (a weight per class where it wants
+    one per sample): it draws only indices below len(weights)."""
+    if not sr:
+        return None
+    n = sr["weights"]
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.85,
+        summary=(f"the WeightedRandomSampler of the loader built at {sr['where']} has {n} weights for the "
+                 f"{sr['samples']:,} samples of its {sr['dataset']}: it draws only indices 0-{n - 1}, so each epoch's "
+                 f"{sr['num_samples']:,} draws repeat the same {n} samples (a weight per class where it takes one per "
+                 "sample), the model memorises them, and validation reads like overfitting"),
+        evidence=[Evidence(what="sampler weights / dataset samples", value=f"{n} / {sr['samples']:,}", source=src),
+                  Evidence(what="draws per epoch", value=sr["num_samples"], source=src)],
+        location=sr["where"],
+        fix=("Give the sampler one weight per sample: WeightedRandomSampler(class_w[labels], num_samples=len(ds)) "
+             "(index the per-class weights by each sample's label)"),
+        avoid="Do not add regularisation or data: the loader never shows the model more than those samples",
+        facts={"sampler_short": True})
+
+
+# a prediction at or before the changed target step moving by this share of the predictions' spread reads it (dev
+# chiller_load_lstm_encdec: 2.0 with the decoder fed torch.roll(y, -1), exactly 0 with roll(y, 1))
+READ_AHEAD = 0.01
+
+
+def read_ahead_finding(ra: dict | None, src: str) -> Finding | None:
+    """Teacher forcing fed the wrong targets: the decoder's input at step t must be the target at t-1 (shifted right,
+    a start value first); fed the target at t or later (torch.roll(y, -1), a shift forgotten), training lets it copy
+    the answer, its training loss collapses, and at inference, fed its own predictions, it has nothing to copy: the
+    validation error grows as training goes on, which reads like overfitting."""
+    if not ra or not is_finite(ra.get("before")) or ra["before"] < READ_AHEAD:
+        return None
+    t = ra["step"]
+    return Finding(
+        failure_mode="data_leakage", confidence=0.8,
+        summary=(f"the model reads the targets it is asked to predict: changing {ra['tensor']} at step {t} alone moved "
+                 f"its predictions at step {t} or before by {ra['before']:.3g} of their spread (after step {t}: "
+                 f"{ra['after']:.3g}). A decoder fed the targets (teacher forcing) must see step t-1's target when it "
+                 "predicts step t; fed step t's or a later one, it copies the answer in training and has nothing to "
+                 "copy at inference"),
+        evidence=[Evidence(what=f"change of the predictions at steps <= {t} when only target step {t} changes, "
+                                "over their spread", value=ra["before"], source=src),
+                  Evidence(what=f"the same after step {t} (a right shift moves only these)", value=ra["after"],
+                           source=src)],
+        location=ra.get("forward") or ra.get("forward_name"),
+        fix=("Shift the targets right before feeding them back: dec_in[:, 0] = start value, dec_in[:, 1:] = "
+             "y[:, :-1] (torch.roll(y, shifts=1, dims=1) with step 0 overwritten), never roll(y, -1) or y itself; "
+             "check that changing target t leaves the predictions up to t unchanged"),
+        avoid="Do not add regularisation or stop early: the training loss is low because the answer is in the input",
+        facts={"reads_ahead": True})
+
+
 CLASS_WEIGHT_FIT, CLASS_WEIGHT_OFF, CLASS_WEIGHT_POWER = 1.5, 2.0, 0.25
 
 
@@ -1658,6 +1713,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
+                          sampler_reach=raw.get("sampler_reach"),
+                          read_ahead=raw.get("read_ahead") if isinstance(raw.get("read_ahead"), dict)
+                          and "skipped" not in raw["read_ahead"] else None,
                           unshuffled=raw.get("unshuffled") if isinstance(raw.get("unshuffled"), dict)
                           and "skipped" not in raw["unshuffled"] else None,
                           split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
@@ -1732,6 +1790,12 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     mutated = reads_change_data_finding(rep.reads_change_data, src)
     if mutated:
         rep.findings.append(mutated)
+    few = sampler_reach_finding(rep.sampler_reach, src)
+    if few:
+        rep.findings.append(few)
+    peeks = read_ahead_finding(rep.read_ahead, src)
+    if peeks:
+        rep.findings.append(peeks)
     misweighted = misordered_class_weights_finding(rep.class_weights, src)
     if misweighted:
         rep.findings.append(misweighted)

@@ -74,9 +74,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
     _T("data_leakage", "target",
        "No input column determines the label, the initial loss is not far below chance, for a language "
        "model future tokens do not change past logits and the targets are not the inputs, and for a next-step "
-       "forecaster future inputs do not change past outputs.",
+       "forecaster future inputs do not change past outputs, and a model handed its targets (teacher forcing) "
+       "reads no target at or after the step it predicts; only (a list of test names) runs just those.",
        {"batches": 32, "rel_tolerance": 0.5, "expected": None, "num_classes": None, "label_key": None,
-        "causal_atol": 1e-4, "max_same_fraction": 0.5}, ("_target", "_sequence")),
+        "causal_atol": 1e-4, "max_same_fraction": 0.5, "only": None}, ("_target", "_sequence")),
     _T("shape_mismatch", "target",
        "Model output and target shapes match and the loss does not broadcast them, not even in hand-written "
        "arithmetic ((N, 1) against (N,)); with rows_apart, no row's output moves when another row changes.",
@@ -103,7 +104,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "input feature is standardised (|mean| <= max_abs_mean, std <= max_std); with splits_alike, every "
        "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
        "batches mix the labels as a shuffle would; with loader_shuffled, an unshuffled training loader's batches mix "
-       "its rows as a shuffle would (or it shuffles); reading samples never changes the stored data; only (a list "
+       "its rows as a shuffle would (or it shuffles); reading samples never changes the stored data; a weighted "
+       "sampler has a weight per sample; only (a list "
        "of test names) runs just those.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0, "splits_alike": False, "batches_mixed": False, "loader_shuffled": False, "only": None}),
@@ -620,7 +622,7 @@ def validate(failure_mode: str, name: str | None, target: str | None, function: 
         if mode in (None, failure_mode) and chosen.get(key) == value:
             default = named
     only = chosen.get("only")
-    if failure_mode == "data_pipeline" and isinstance(only, list) and len(only) == 1 and isinstance(only[0], str):
+    if isinstance(only, list) and len(only) == 1 and isinstance(only[0], str):
         # a test narrowed to one check is named after it (the padding test's file kept its older, shorter name)
         default = ONLY_NAMES.get(only[0], only[0].removeprefix("test_"))
     slug = slug_for_test(name if name is not None else default)

@@ -1321,6 +1321,15 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("reads_change_data") and target:
             # the label and progress checks pass on this bug (rows keep their labels and the loss falls at first)
             args["params"] = {"only": ["test_reading_the_data_leaves_it_unchanged"]}
+        if top.facts.get("sampler_short") and target:
+            # the label checks pass on this bug (every drawn row keeps its label): the sampler is what is wrong
+            args.pop("command", None)
+            args["params"] = {"only": ["test_the_sampler_reaches_every_sample"]}
+        if top.facts.get("reads_ahead") and target:
+            # the leakage checks of inputs pass on this bug (no input column holds the label): the model is handed
+            # the targets inside its own forward
+            args.pop("command", None)
+            args["params"] = {"only": ["test_predictions_do_not_read_their_own_targets"]}
         if top.facts.get("splits_apart") and target:
             # the label checks pass on this bug (training's own rows and labels are fine): the other loader is not
             args["params"] = {"splits_alike": True}

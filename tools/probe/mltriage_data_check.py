@@ -377,6 +377,76 @@ def padding_read(target, model, batches, label) -> dict | None:
             "output_change": v[0], "forward": _forward_of(model), "forward_name": f"{type(model).__name__}.forward"}
 
 
+def _predictions(target, m, batch):
+    """The float prediction the loss compares with its target, in eval mode and one seed (None if no standard loss
+    function sees a float prediction)."""
+    spy = T.LossSpy()
+    torch.manual_seed(0)
+    with torch.no_grad(), spy:
+        target.loss(m, batch)
+    return spy.input.float() if spy.input is not None and spy.input.is_floating_point() else None
+
+
+def _by_step(pred: torch.Tensor, rows: int, steps: int) -> torch.Tensor | None:
+    """The prediction as (rows, steps, rest): (B, T), (B, T, V), (B*T, V), or cross-entropy's (B, V, T)."""
+    if pred.dim() == 3 and pred.shape[0] == rows and pred.shape[2] == steps and pred.shape[1] != steps:
+        pred = pred.transpose(1, 2)
+    if pred.numel() % (rows * steps) or (pred.shape[0] not in (rows, rows * steps)):
+        return None
+    return pred.reshape(rows, steps, -1)
+
+
+def target_read_ahead(target, model, batches, label) -> dict | None:
+    """Does the prediction at a step read the target of that step or a later one? A sequence target handed to the
+    model (teacher forcing: the decoder's input at step t is the target at t-1) is changed at one step t, in eval
+    mode: a decoder fed the targets shifted the right way changes its outputs after t only; one fed them shifted
+    the wrong way (torch.roll(y, -1), a shift forgotten) changes its output at t or before it, so training lets it
+    copy the answer, and at inference, fed its own predictions, it has nothing to copy."""
+    if label is None:
+        return None
+    b = batches[0]
+    flat = T.flatten(b)
+    paths = [p for p, _ in flat]
+    if len(flat) < 2 or paths[0] == label or label not in paths:
+        return None  # the first tensor is the model's input: an autoencoder's target is its input, by design
+    y = dict(flat)[label]
+    rows = y.shape[0] if y.dim() else 0
+    if y.dim() < 2 or y.shape[1] < 4 or rows < 2:
+        return None  # a label per row has no steps to read ahead of
+    steps = y.shape[1]
+    m = copy.deepcopy(model)
+    m.eval()
+    base = _predictions(target, m, b)
+    if base is None:
+        return {"skipped": "the loss calls no standard torch loss function on a float prediction"}
+    p0 = _by_step(base, rows, steps)
+    if p0 is None:
+        return {"skipped": f"the prediction's shape {list(base.shape)} does not follow the target's rows and steps"}
+    scale = float(p0.std()) or 1.0
+    worst = None
+    for t in (steps // 4, steps // 2, (3 * steps) // 4):
+        def bump(x, p, t=t):
+            if p != label:
+                return x
+            x = x.clone()
+            if x.is_floating_point():
+                x[:, t] = x[:, t] + 3 * x.float().std().clamp(min=1e-3).to(x.dtype)
+            else:
+                top = max(int(x.max()) + 1, 2)
+                x[:, t] = torch.where(x[:, t] >= 0, (x[:, t] + 1) % top, x[:, t])  # ignore_index stays
+            return x
+        moved = _predictions(target, m, T._map_tensors(b, bump))
+        p1 = _by_step(moved, rows, steps) if moved is not None and moved.shape == base.shape else None
+        if p1 is None:
+            return None
+        d = (p1 - p0).abs()
+        before, after = T.to_floats(d[:, :t + 1].max() / scale, d[:, t + 1:].max() / scale if t + 1 < steps else 0.0)
+        if worst is None or before > worst["before"]:
+            worst = {"step": t, "before": before, "after": after}
+    return {"tensor": "batch" + label, "steps": steps, "rows": rows, **worst,
+            "forward": _forward_of(model), "forward_name": f"{type(model).__name__}.forward"}
+
+
 def _forward_of(model) -> str | None:
     """file:line of the model's forward, where its readout of the sequence is written."""
     import inspect
@@ -644,6 +714,25 @@ def reads_change_data(target, samples=64) -> dict | None:
                           "changed": n, "of": total, "samples": len(idx), "length": len(ds)})
     return found[0] if found else None
 
+def sampler_reach(target) -> dict | None:
+    """Does a loader's WeightedRandomSampler have one weight per sample? It draws indices below len(weights), so a
+    weight per class (or per anything shorter than the dataset) keeps every epoch on the first few samples: the
+    model memorises them and the run reads as overfitting."""
+    from torch.utils.data import WeightedRandomSampler
+    for i, (loader, where) in enumerate(getattr(target, "loaders", [])[:8]):
+        samplers = [getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)]
+        s = next((x for x in samplers if isinstance(x, WeightedRandomSampler)), None)
+        try:
+            size = len(loader.dataset)
+        except TypeError:
+            continue
+        if s is None or len(s.weights) >= size:
+            continue
+        return {"loader": i, "where": where, "weights": len(s.weights), "samples": size,
+                "num_samples": int(s.num_samples), "dataset": type(loader.dataset).__name__}
+    return None
+
+
 def _row_summary(x: torch.Tensor) -> torch.Tensor:
     """Per row: its features (N, F), or each channel's mean and spread over time / space (N, C, ...)."""
     x = x.detach().float()
@@ -827,6 +916,11 @@ def run(job):
         report["reads_change_data"] = reads_change_data(target)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["reads_change_data"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    report["sampler_reach"] = sampler_reach(target)
+    try:
+        report["read_ahead"] = target_read_ahead(target, model, batches, label)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["read_ahead"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     try:
         report["split_shift"] = split_shift(target, tensors, label_key)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
