@@ -1927,3 +1927,49 @@ def test_a_weighted_sampler_given_a_weight_per_class_is_named(workspace, weights
         assert found[0].confidence >= 0.8 and "class_w[labels]" in found[0].fix and "(make_target)" in found[0].location
     else:
         assert rep.sampler_reach is None
+
+
+LISTINGS = """
+    import pandas as pd
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from pathlib import Path
+
+    def make_target():
+        df = pd.read_csv(Path(__file__).with_name("listings.csv")READ)
+        df["sqft"] = pd.to_numeric(df["sqft"], errors="coerce")
+        df["sqft"] = df["sqft"].fillna(df["sqft"].median())
+        x = torch.tensor(((df[["sqft", "rooms"]] - df[["sqft", "rooms"]].mean()) / df[["sqft", "rooms"]].std()).values,
+                         dtype=torch.float32)
+        y = torch.tensor(df["rent"].values, dtype=torch.float32)
+        return {"model": nn.Linear(2, 1), "data": [(x[i:i + 64], y[i:i + 64]) for i in range(0, 256, 64)],
+                "loss_fn": lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), "task": "regression"}
+"""
+
+
+def write_listings(folder):
+    import random
+    rng = random.Random(0)
+    rows = ["sqft,rooms,rent"]
+    for i in range(300):
+        sqft = rng.randint(400, 2400)
+        cell = "n/a" if i % 25 == 0 else (f'"{sqft:,}"' if sqft >= 1000 else str(sqft))
+        rows.append(f"{cell},{1 + sqft // 500},{round(0.9 * sqft + rng.gauss(0, 50))}")
+    (folder / "listings.csv").write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("read, lost", [("", True), (", thousands=','", False)])
+def test_numbers_written_with_thousands_separators_coerced_to_nan_are_named(workspace, read, lost):
+    """Fresh blind dev apartment_rent_listings_mlp: square footage written "1,980" is read as text, and
+    to_numeric(errors="coerce"), there to clear "n/a" cells, turned every listing of 1,000 sqft or more into NaN,
+    then filled with the median (read healthy). With read_csv(thousands=',') only the "n/a" cells go: quiet."""
+    write_listings(workspace)
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, LISTINGS.replace("READ", read))))
+    found = [f for f in rep.findings if f.facts.get("numbers_coerced")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if lost else []), (rep.coerced, rep.text())
+    if lost:
+        assert rep.coerced["column"] == "sqft" and rep.coerced["formatted"] > 100 and "'1," in found[0].summary
+        assert found[0].location == "target.py:10" and "thousands=','" in found[0].fix
+    else:
+        assert rep.coerced is None

@@ -1732,3 +1732,25 @@ def test_a_sampler_with_a_weight_per_class_fails_the_sampler_test_alone(workspac
     (workspace / "train.py").write_text(textwrap.dedent(SAMPLED.replace("WEIGHTS", "class_w[y]")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_numbers_coerced_to_nan_fail_the_coercion_test_alone(workspace):
+    """Fresh blind dev apartment_rent_listings_mlp: triage asks for the coercion check alone on a numbers_coerced
+    finding; it fails while "1,980" is read as text and coerced to NaN, and passes with read_csv(thousands=',')."""
+    from test_probes import LISTINGS, write_listings
+    from tools.report import Finding
+    from tools.triage import suggest_next
+
+    top = Finding(failure_mode="data_pipeline", confidence=0.8, summary="numbers coerced to NaN",
+                  facts={"numbers_coerced": True})
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", None, command=["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert "command" not in args and args["params"] == {"only": ["test_numbers_are_not_coerced_to_nan"]}
+    write_listings(workspace)
+    (workspace / "train.py").write_text(textwrap.dedent(LISTINGS.replace("READ", "")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target", params=args["params"])
+    assert report.catches_bug and report.path.endswith("test_numbers_are_not_coerced_to_nan.py"), report.text()
+    assert "values of sqft into NaN" in report.failure_message
+    (workspace / "train.py").write_text(textwrap.dedent(LISTINGS.replace("READ", ", thousands=','")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

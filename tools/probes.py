@@ -1321,6 +1321,7 @@ class DataCheckReport(ProbeReport):
     pad_inside: dict | None = Field(None, exclude=True)  # an embedding's padding_idx found between real tokens
     unshuffled: dict | None = Field(None, exclude=True)  # an unshuffled training loader and how its batches mix
     reads_change_data: dict | None = Field(None, exclude=True)  # a dataset whose stored floats change when read
+    coerced: dict | None = Field(None, exclude=True)  # numbers in a written format that to_numeric turned into NaN
     sampler_reach: dict | None = Field(None, exclude=True)  # a weighted sampler with fewer weights than samples
     read_ahead: dict | None = Field(None, exclude=True)  # how far a prediction moves when a target at or after it does
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
@@ -1543,6 +1544,31 @@ def reads_change_data_finding(rc: dict | None, src: str) -> Finding | None:
         facts={"reads_change_data": True})
 
 
+def coerced_numbers_finding(c: dict | None, src: str) -> Finding | None:
+    """pandas.to_numeric(errors='coerce') meant to clear 'n/a' cells, on a column read as text because its numbers
+    are written for people ('1,980', '$750', '12%'): they become NaN, and an imputer then fills them with one value,
+    so the feature is erased for those rows (typically the large values) without an error."""
+    if not c:
+        return None
+    share = c["formatted"] / max(1, c["values"])
+    examples = ", ".join(repr(v) for v in c["examples"])
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.8,
+        summary=(f"to_numeric(errors='coerce') turned {c['formatted']:,} of the {c['values']:,} values of "
+                 f"{c['column']} ({share:.0%}) into NaN although they are numbers written in a format it does not "
+                 f"read ({examples}): the column was read as text, and whatever fills the NaNs erases the feature "
+                 "for those rows"),
+        evidence=[Evidence(what=f"values of {c['column']} lost to NaN that are formatted numbers",
+                           value=f"{c['formatted']:,} of {c['values']:,}", source=src),
+                  Evidence(what="examples", value=examples, source=src)],
+        location=c.get("at"),
+        fix=("Read the numbers as numbers: pd.read_csv(..., thousands=',') (decimal=',' for a decimal comma), or "
+             "strip the separators, currency and percent signs (.str.replace(r'[,$%]', '', regex=True)) before "
+             "to_numeric; then count the NaNs it leaves"),
+        avoid="Do not tune the model or the imputer: the feature's values are gone before either sees them",
+        facts={"numbers_coerced": True})
+
+
 def sampler_reach_finding(sr: dict | None, src: str) -> Finding | None:
     """A WeightedRandomSampler given fewer weights than the dataset has samples (a weight per class where it wants
     one per sample): it draws only indices below len(weights)."""
@@ -1713,7 +1739,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
-                          sampler_reach=raw.get("sampler_reach"),
+                          sampler_reach=raw.get("sampler_reach"), coerced=raw.get("coerced"),
                           read_ahead=raw.get("read_ahead") if isinstance(raw.get("read_ahead"), dict)
                           and "skipped" not in raw["read_ahead"] else None,
                           unshuffled=raw.get("unshuffled") if isinstance(raw.get("unshuffled"), dict)
@@ -1790,6 +1816,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     mutated = reads_change_data_finding(rep.reads_change_data, src)
     if mutated:
         rep.findings.append(mutated)
+    lost = coerced_numbers_finding(rep.coerced, src)
+    if lost:
+        rep.findings.append(lost)
     few = sampler_reach_finding(rep.sampler_reach, src)
     if few:
         rep.findings.append(few)

@@ -1321,6 +1321,10 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("reads_change_data") and target:
             # the label and progress checks pass on this bug (rows keep their labels and the loss falls at first)
             args["params"] = {"only": ["test_reading_the_data_leaves_it_unchanged"]}
+        if top.facts.get("numbers_coerced") and target:
+            # the label checks pass on this bug (the rows keep their labels; one feature is erased for some rows)
+            args.pop("command", None)
+            args["params"] = {"only": ["test_numbers_are_not_coerced_to_nan"]}
         if top.facts.get("sampler_short") and target:
             # the label checks pass on this bug (every drawn row keeps its label): the sampler is what is wrong
             args.pop("command", None)

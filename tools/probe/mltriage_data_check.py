@@ -917,6 +917,7 @@ def run(job):
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["reads_change_data"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     report["sampler_reach"] = sampler_reach(target)
+    report["coerced"] = R.COERCED[0] if R.COERCED else None  # the factory's to_numeric calls, seen while it loaded
     try:
         report["read_ahead"] = target_read_ahead(target, model, batches, label)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run

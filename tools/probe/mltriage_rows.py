@@ -19,6 +19,7 @@ import csv
 import io
 import math
 import os
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -34,6 +35,27 @@ LOW_CARD = 50
 
 class WritesFiles(RuntimeError):
     pass
+
+
+# a number written for people: thousands separators, a currency sign, a percent sign, a decimal comma. Such a value
+# that pandas.to_numeric(errors="coerce") turns into NaN was a number, not a missing value
+FORMATTED_NUMBER = re.compile(r"^\s*[-+(]?\s*[$\u20ac\u00a3\u00a5]?\s*(\d{1,3}([,' \u00a0.]\d{3})+|\d+)([.,]\d+)?\s*%?"
+                              r"\s*[$\u20ac\u00a3\u00a5]?\s*\)?\s*$")
+COERCED: list = []  # what the factory's to_numeric(errors="coerce") calls lost of formatted numbers (record mode)
+
+
+def note_coerced(arg, out, workspace: str) -> None:
+    """Record a to_numeric(errors='coerce') call that turned 10 or more (and 5% or more) of its values into NaN
+    although they were numbers in a format it does not read ('1,980', '$750', '12%')."""
+    vals, res = list(arg), list(out)
+    if len(vals) != len(res) or not vals:
+        return
+    lost = [v for v, r in zip(vals, res) if isinstance(v, str) and v.strip() and r != r]
+    formatted = [v for v in lost if FORMATTED_NUMBER.match(v)]
+    if len(formatted) >= 10 and len(formatted) >= 0.05 * len(vals):
+        COERCED.append({"column": str(getattr(arg, "name", None) or "a column"), "values": len(vals),
+                        "lost": len(lost), "formatted": len(formatted), "examples": formatted[:3],
+                        "at": _caller(workspace, 3)})
 
 
 def _num(v):
@@ -180,12 +202,12 @@ def _source(f) -> str:
     return os.path.basename(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else "a stream"
 
 
-def _caller(workspace: str) -> str | None:
+def _caller(workspace: str, depth: int = 2) -> str | None:
     """The line of the user's code that read the table (the innermost frame inside the workspace)."""
     if not workspace:
         return None
     own = os.path.realpath(workspace) + os.sep
-    frame = sys._getframe(2)
+    frame = sys._getframe(depth)
     while frame is not None:
         path = os.path.realpath(frame.f_code.co_filename)
         if path.startswith(own) and "site-packages" not in path:
@@ -301,6 +323,20 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
             return df
 
         patches.append((pd, "read_csv", read_csv))
+        if plan is None:
+            real_to_numeric = pd.to_numeric
+            COERCED.clear()
+
+            def to_numeric(arg, *args, **kwargs):
+                out = real_to_numeric(arg, *args, **kwargs)
+                if kwargs.get("errors", args[0] if args else "raise") == "coerce":
+                    try:
+                        note_coerced(arg, out, workspace)
+                    except Exception:  # noqa: BLE001 - an observation; the user's call has its answer already
+                        pass
+                return out
+
+            patches.append((pd, "to_numeric", to_numeric))
     if plan is not None:
         real_open = builtins.open
 
