@@ -210,3 +210,21 @@ def test_a_triage_reply_over_budget_is_tightened_until_it_fits_and_stays_valid()
     assert fitted["omitted"]["steps"] == "9 ran fine, named in detail='full'"
     assert "the text gives the second's summary" in fitted["omitted"]["findings"]
     assert summary(huge)["omitted"]["steps"].startswith("9 that ran fine: probe_number_0, ")
+
+
+def test_a_report_whose_text_does_not_give_alternatives_keeps_the_seconds_summary_over_budget():
+    """The last tightening step shows the second finding as mode, confidence and place only because triage's text
+    gives its summary line; another report (process_check's rank-3 stack finding, read by an agent from the
+    structured content) keeps its summary at the step before, even over budget."""
+    from tools.compact import fitted_summary
+    from tools.report import Report
+
+    class Plain(Report):
+        pass
+
+    long = [Finding(failure_mode=m, confidence=c, location="train.py:12", summary=f"{m}: " + "a reason, " * 40,
+                    fix="do x " * 80, evidence=[Evidence(what="w" * 80, value="v" * 120, source="probe")] * 3)
+            for m, c in (("hang", 0.8), ("exception", 0.6), ("oom", 0.3))]
+    rep = Plain(findings=long)
+    fitted = fitted_summary(rep, rep.text())
+    assert fitted["findings"][1]["summary"].startswith("exception: a reason"), fitted["findings"][1]

@@ -313,7 +313,9 @@ def reply_size(text: str, structured: dict) -> int:
 def fitted_summary(report: BaseModel, text: str) -> dict:
     """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
     or nothing more can go."""
-    for tight in range(len(FINDINGS_CUT)):
+    # the last step leaves the second finding's summary to the text: only where the text gives it (triage)
+    deepest = len(FINDINGS_CUT) - (0 if getattr(report, "text_gives_alternatives", False) else 1)
+    for tight in range(deepest):
         shaped = summary(report, tight)
         if reply_size(text, shaped) <= REPLY_BUDGET:
             break

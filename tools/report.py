@@ -84,6 +84,9 @@ class Report(BaseModel):
     rank_by: ClassVar[dict[str, Callable[[dict], float]]] = {}
     keep_all: ClassVar[tuple[str, ...]] = ()
     summary_drops: ClassVar[tuple[str, ...]] = ()
+    # the text reply gives each alternative's summary line: a reply over budget may then show the second finding
+    # as its mode, confidence and place only (compact.fitted_summary's last step)
+    text_gives_alternatives: ClassVar[bool] = False
 
     findings: list[Finding] = Field(default_factory=list)
     # detail='summary' (tools/compact.py): field path -> {n, first, last, min, max, trend} of a number series

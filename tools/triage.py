@@ -61,6 +61,7 @@ class NextStep(BaseModel):
 
 class TriageReport(Report):
     keep_all = ("steps", "next_steps")  # what ran and what to do next: part of the answer, never cut
+    text_gives_alternatives = True  # "Alternative hypothesis (...)": the text's own line for the second finding
     # which step found what is in each finding's evidence sources; the seconds add up to elapsed_s
     summary_drops = ("steps.seconds", "steps.findings")
 
