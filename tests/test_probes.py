@@ -1973,3 +1973,17 @@ def test_numbers_written_with_thousands_separators_coerced_to_nan_are_named(work
         assert found[0].location == "target.py:10" and "thousands=','" in found[0].fix
     else:
         assert rep.coerced is None
+
+
+def test_a_dataset_whose_length_raises_leaves_data_check_running(workspace):
+    """The sampler check asks each loader's dataset for its length; a custom __len__ that raises (not a TypeError)
+    is skipped with its reason, and the rest of data_check still reports."""
+    body = SAMPLED.replace("WEIGHTS", "class_w[y]").replace(
+        "train = DataLoader(TensorDataset(x, y), batch_size=32, sampler=sampler)",
+        "train = DataLoader(TensorDataset(x, y), batch_size=32, sampler=sampler)\n"
+        "        class Odd(TensorDataset):\n"
+        "            def __len__(self):\n"
+        "                raise RuntimeError('length unknown until the shards are listed')\n"
+        "        odd = DataLoader(Odd(x, y), batch_size=32)")
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    assert not rep.error and rep.sampler_reach is None and rep.batches_checked > 0, rep.text()

@@ -1739,7 +1739,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
-                          sampler_reach=raw.get("sampler_reach"), coerced=raw.get("coerced"),
+                          sampler_reach=raw.get("sampler_reach") if isinstance(raw.get("sampler_reach"), dict)
+                          and "skipped" not in raw["sampler_reach"] else None, coerced=raw.get("coerced"),
                           read_ahead=raw.get("read_ahead") if isinstance(raw.get("read_ahead"), dict)
                           and "skipped" not in raw["read_ahead"] else None,
                           unshuffled=raw.get("unshuffled") if isinstance(raw.get("unshuffled"), dict)

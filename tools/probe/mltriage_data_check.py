@@ -714,6 +714,7 @@ def reads_change_data(target, samples=64) -> dict | None:
                           "changed": n, "of": total, "samples": len(idx), "length": len(ds)})
     return found[0] if found else None
 
+
 def sampler_reach(target) -> dict | None:
     """Does a loader's WeightedRandomSampler have one weight per sample? It draws indices below len(weights), so a
     weight per class (or per anything shorter than the dataset) keeps every epoch on the first few samples: the
@@ -916,7 +917,10 @@ def run(job):
         report["reads_change_data"] = reads_change_data(target)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["reads_change_data"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
-    report["sampler_reach"] = sampler_reach(target)
+    try:
+        report["sampler_reach"] = sampler_reach(target)
+    except Exception as e:  # noqa: BLE001 - advisory (a custom dataset's __len__ may raise anything); say why
+        report["sampler_reach"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     report["coerced"] = R.COERCED[0] if R.COERCED else None  # the factory's to_numeric calls, seen while it loaded
     try:
         report["read_ahead"] = target_read_ahead(target, model, batches, label)

@@ -232,6 +232,8 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
     csv.reader."""
     real_dict_reader = csv.DictReader
     coded, busy = [0], [False]
+    if plan is None:
+        COERCED.clear()  # what this load's to_numeric calls lose, not an earlier one's
 
     class DictReader:
         def __init__(self, f, *args, **kwargs):
@@ -325,7 +327,6 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
         patches.append((pd, "read_csv", read_csv))
         if plan is None:
             real_to_numeric = pd.to_numeric
-            COERCED.clear()
 
             def to_numeric(arg, *args, **kwargs):
                 out = real_to_numeric(arg, *args, **kwargs)
