@@ -859,7 +859,7 @@ def outer_broadcast_finding(raw: dict, src: str) -> Finding | None:
         return None
     where, _, fn = hit["where"].partition(" ")
     a, b = hit["shapes"]
-    axis = next((k for k in range(1, len(a)) if a[k] == 1 and a[:k] + a[k + 1:] == list(b)), len(a) - 1)
+    axis = hit.get("axis", len(a) - 1)
     squeeze = "-1" if axis == len(a) - 1 else str(axis)
     return Finding(
         failure_mode="shape_mismatch", confidence=0.85,

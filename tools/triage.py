@@ -1308,33 +1308,20 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
         if top.facts.get("batches_unmixed") and target:
             # the label checks pass on this bug (every row keeps its own label): the batches' order is what is wrong
             args["params"] = {"batches_mixed": True}
-        if (top.facts.get("pad_inside") or top.facts.get("class_weights_misordered")
-                or top.facts.get("reads_change_data")) and target:
+        if top.facts.get("class_weights_misordered") and target:
             # the factory's batches and loss show the bug; the script's progress checks and the real-vs-shuffled
             # labels test say nothing about it, and a slow learner fails them after the fix too (blind dev
             # dna_promoter_motif_lstm: held-out 0.60 vs 0.65 shuffled after 600 steps of the fixed code)
             args.pop("command", None)
-        if top.facts.get("pad_inside") and target:
-            args["params"] = {"only": ["test_the_padding_id_only_pads"]}
+        alone = next((check for fact, check in CHECK_ALONE.items() if top.facts.get(fact)), None)
+        if alone and target:
+            # the label, progress and input-leakage checks pass on these bugs and a slow learner fails them after
+            # the fix too: the one check that measures the finding runs alone, from the factory, without the script
+            args.pop("command", None)
+            args["params"] = {"only": [alone]}
         if top.facts.get("loader_unshuffled") and target:
             # the label checks pass on this bug (and an autoencoder has none): the loader's order is what is wrong
             args["params"] = {"loader_shuffled": True}
-        if top.facts.get("reads_change_data") and target:
-            # the label and progress checks pass on this bug (rows keep their labels and the loss falls at first)
-            args["params"] = {"only": ["test_reading_the_data_leaves_it_unchanged"]}
-        if top.facts.get("numbers_coerced") and target:
-            # the label checks pass on this bug (the rows keep their labels; one feature is erased for some rows)
-            args.pop("command", None)
-            args["params"] = {"only": ["test_numbers_are_not_coerced_to_nan"]}
-        if top.facts.get("sampler_short") and target:
-            # the label checks pass on this bug (every drawn row keeps its label): the sampler is what is wrong
-            args.pop("command", None)
-            args["params"] = {"only": ["test_the_sampler_reaches_every_sample"]}
-        if top.facts.get("reads_ahead") and target:
-            # the leakage checks of inputs pass on this bug (no input column holds the label): the model is handed
-            # the targets inside its own forward
-            args.pop("command", None)
-            args["params"] = {"only": ["test_predictions_do_not_read_their_own_targets"]}
         if top.facts.get("splits_apart") and target:
             # the label checks pass on this bug (training's own rows and labels are fine): the other loader is not
             args["params"] = {"splits_alike": True}
@@ -1413,6 +1400,15 @@ def suggest_next(findings: list[Finding], target: str | None, log_path: str | No
                               "no step ran (see steps): read the whole curve, or triage again with a larger budget_s"))
     return steps
 
+
+# a finding's fact -> the one generated check that measures it (data_pipeline / data_leakage `only`)
+CHECK_ALONE = {
+    "pad_inside": "test_the_padding_id_only_pads",  # an embedding's padding id between real tokens
+    "reads_change_data": "test_reading_the_data_leaves_it_unchanged",  # rows keep labels, the loss falls at first
+    "numbers_coerced": "test_numbers_are_not_coerced_to_nan",  # rows keep labels; one feature is erased for some
+    "sampler_short": "test_the_sampler_reaches_every_sample",  # every drawn row keeps its label
+    "reads_ahead": "test_predictions_do_not_read_their_own_targets",  # no input column holds the label
+}
 
 WHOLE_RUN_STEPS = 100_000  # past any gallery run's end: the script test then sees the whole run (its timeout bounds it)
 ONE_BATCH_MARGIN = 0.75  # the regression test's one-batch loss ratio must beat the buggy LR's by this factor

@@ -428,7 +428,7 @@ LOSSES = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", 
 
 
 def outer_broadcast(a, b):
-    """(shape of the operand with an extra size-1 axis, shape of the other, the result's shape) when one operand is
+    """(shape of the operand with an extra size-1 axis, shape of the other, the result's shape, that axis) when one operand is
     the other plus a size-1 axis after the first ((N, 1) against (N,), (B, 1, T) against (B, T): a forgotten
     squeeze): the op's result then pairs every row with every row ((N, N), (B, B, T)); None otherwise. A leading
     size-1 axis broadcasts harmlessly, and a view of the same memory (x[:, None] - x) is a deliberate pairwise
@@ -440,7 +440,7 @@ def outer_broadcast(a, b):
             if x.shape[k] == 1 and tuple(x.shape[:k]) + tuple(x.shape[k + 1:]) == tuple(y.shape):
                 out = torch.broadcast_shapes(x.shape, y.shape)
                 if out.numel() > max(x.numel(), y.numel()):
-                    return list(x.shape), list(y.shape), list(out)
+                    return list(x.shape), list(y.shape), list(out), k
     return None
 
 
@@ -459,7 +459,8 @@ class BroadcastWatch(TorchFunctionMode):
             ts = [v for v in (*args[:2], kwargs.get("target")) if isinstance(v, torch.Tensor)]
             got = outer_broadcast(ts[0], ts[1]) if len(ts) >= 2 else None
             if got is not None and (where := user_frame()) is not None:
-                self.hits.append({"op": _fn_name(func), "where": where, "shapes": got[:2], "result": got[2]})
+                self.hits.append({"op": _fn_name(func), "where": where, "shapes": got[:2], "result": got[2],
+                                  "axis": got[3]})
         return func(*args, **kwargs)
 
 
