@@ -596,6 +596,46 @@ def test_num_classes_sets_the_chance_loss_only_for_an_output_of_one_logit_per_cl
         assert rep.expected == pytest.approx(math.log(5)) and rep.verdict == "ok", rep.text()
 
 
+ZERO_HEAD = """
+    import math
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU())
+            self.head = nn.Linear(32, 2)
+            with torch.no_grad():
+                HEAD
+
+        def forward(self, x):
+            return self.head(self.body(x))
+
+    def make_target():
+        torch.manual_seed(0)
+        x = torch.randn(256, 8)
+        y = (x[:, 0] + 2.0 > 0).long()  # about 2% positives
+        return {"model": Net(), "data": list(zip(x.split(64), y.split(64))), "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}
+"""
+
+
+@pytest.mark.parametrize("head, dead", [
+    ("nn.init.zeros_(self.head.weight); self.head.bias.copy_(torch.tensor([math.log(0.98), math.log(0.02)]))", False),
+    ("self.body[0].bias.fill_(-100.0)", True)])
+def test_a_head_zero_initialised_on_purpose_is_not_a_dead_output(workspace, head, dead):
+    """Blind dev bearing_vibration_failure_cnn1d_bn zero-initialises its classifier and sets its bias to the log
+    class prior (Karpathy's "init well"): every row gets the same output at init, yet the head's weight gradient
+    (its input times the error) is not zero, so it learns from its first step. It read dead_units 0.7. Dead ReLUs
+    under a live head give the same constant output and stay named."""
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, ZERO_HEAD.replace("HEAD", head))))
+    assert rep.constant_outputs is True, rep.text()
+    assert ("dead_units" in modes(rep)) == dead, rep.text()
+    assert rep.zero_weight_layers == ([] if dead else ["head"])
+
+
 def test_a_loss_the_model_returns_beside_its_prediction_is_not_read_as_a_constant_output(workspace):
     """HF-style forward returning {"loss": scalar, "logits": (B,)} (dev run course_grades_lms_join): the probes took
     the scalar loss, the first float tensor, as the output; one value has no spread, so it read as 'the output is
@@ -1582,6 +1622,47 @@ def test_a_regression_target_scaled_on_one_split_only_is_named(workspace, val, a
     assert [f.failure_mode for f in found] == (["data_pipeline"] if apart else []), (rep.split_shift, rep.text())
     if apart:
         assert "the regression target batch[1]" in found[0].summary and rep.split_shift["apart"]["target"]
+
+
+FORECAST_SPLITS = """
+    import math
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    hours = torch.arange(24 * 120, dtype=torch.float32)
+    series = 300 + 120 * torch.sin(2 * math.pi * hours / 24) + 10 * torch.randn(len(hours), generator=torch.Generator().manual_seed(0))
+
+    def windows(starts, mu, sd):
+        x = torch.stack([series[s:s + 24] for s in starts]).unsqueeze(-1)
+        y = torch.stack([series[s + 24:s + 30] for s in starts])
+        return (x - mu) / sd, (y - mu) / sd
+
+    def loaders():
+        mu, sd = series[:24 * 90].mean(), series[:24 * 90].std()
+        train = windows(torch.randint(0, 24 * 90 - 30, (512,), generator=torch.Generator().manual_seed(1)).tolist(), mu, sd)
+        xv, yv = windows(list(range(24 * 90, 24 * 119 - 30, 24)), mu, sd)  # every window starts at midnight
+        VAL
+        return DataLoader(TensorDataset(*train), batch_size=64, shuffle=True), DataLoader(TensorDataset(xv, yv), batch_size=32)
+
+    def make_target():
+        torch.manual_seed(0)
+        train, _ = loaders()
+        return {"model": nn.Sequential(nn.Flatten(), nn.Linear(24, 32), nn.ReLU(), nn.Linear(32, 6)),
+                "data": list(train)[:4], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[1]), "task": "regression",
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2)}
+"""
+
+
+@pytest.mark.parametrize("val, apart", [("pass", False), ("yv = yv * sd + mu", True)])
+def test_a_forecaster_validated_on_day_aligned_windows_is_not_a_split_shift(workspace, val, apart):
+    """Validation windows that all start at midnight: at each forecast step the target spreads far less than over
+    training's random starts, yet over all steps the two match; that is how the split was cut, not a scaling bug
+    (chiller_load_lstm_encdec's fixed twin read data_pipeline 0.7 here). The target left in raw units is named."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, FORECAST_SPLITS.replace("VAL", val))))
+    found = [f for f in rep.findings if f.facts.get("splits_apart")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if apart else []), (rep.split_shift, rep.text())
 
 
 UNMIXED = """

@@ -1457,6 +1457,22 @@ def test_a_regression_target_scaled_on_one_split_only_fails_the_splits_test(work
         c.test for c in rerun.cases if c.outcome == "failed"}, rerun.text()
 
 
+def test_a_forecaster_on_day_aligned_validation_windows_passes_the_splits_test(workspace):
+    """Validation windows that all start at midnight are narrow at each forecast step, alike over all steps: the
+    splits test passes on them (chiller_load_lstm_encdec's fixed twin); the target left in raw units fails."""
+    from test_probes import FORECAST_SPLITS
+
+    (workspace / "train.py").write_text(textwrap.dedent(FORECAST_SPLITS.replace("VAL", "yv = yv * sd + mu")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={"splits_alike": True, "steps": 60})
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert "test_every_loader_is_fed_like_the_training_batches" in failed, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(FORECAST_SPLITS.replace("VAL", "pass")))
+    rerun = _rerun(workspace, report.path)
+    assert "test_every_loader_is_fed_like_the_training_batches" not in {
+        c.test for c in rerun.cases if c.outcome == "failed"}, rerun.text()
+
+
 def test_batches_sorted_by_class_fail_their_test(workspace):
     """Blind dev imu_activity_conv1d: rows sorted by class, only the batch order shuffled. Every row keeps its
     label, so the real-vs-shuffled check passes on the bug; triage suggests batches_mixed for a batches_unmixed

@@ -232,6 +232,8 @@ FINDINGS_CUT = (  # what each tightening step of cap_evidence leaves of the find
     "summary)",
 )
 
+LAST_TIGHT = len(FINDINGS_CUT) - 1  # the deepest step: only for a report whose text gives the second finding
+
 
 def contends(confidence: float, top: float) -> bool:
     """A second finding this strong, or this close to the top one, is shown with its facts and fix."""
@@ -314,7 +316,7 @@ def fitted_summary(report: BaseModel, text: str) -> dict:
     """summary(), tightened step by step (see cap_evidence) until the text and the JSON fit REPLY_BUDGET together,
     or nothing more can go."""
     # the last step leaves the second finding's summary to the text: only where the text gives it (triage)
-    deepest = len(FINDINGS_CUT) - (0 if getattr(report, "text_gives_alternatives", False) else 1)
+    deepest = LAST_TIGHT + (1 if getattr(report, "text_gives_alternatives", False) else 0)
     for tight in range(deepest):
         shaped = summary(report, tight)
         if reply_size(text, shaped) <= REPLY_BUDGET:

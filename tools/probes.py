@@ -984,6 +984,8 @@ class InitLossReport(ProbeReport):
     logit_std: Num = None
     logit_mean: Num = None
     constant_outputs: bool | None = None
+    zero_weight_layers: list[str] = Field(default_factory=list, description="layers whose weight is exactly zero "
+                                          "(a head zero-initialised on purpose) when the output is constant")
     output_is_probability: bool | None = None
     layers: list[LayerScale] = Field(default_factory=list)
     random_input_loss: Num = Field(None, description="after a short training: loss on random inputs")
@@ -1016,7 +1018,8 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                          and l["input_std"] > 0 else None) for l in raw.get("layers", [])]
     rep = InitLossReport(loss=raw.get("loss"), expected=raw.get("expected"), expected_from=raw.get("expected_from", ""),
                          loss_kind=raw.get("loss_kind"), logit_std=out.get("std"), logit_mean=out.get("mean"),
-                         constant_outputs=out.get("constant"), output_is_probability=out.get("is_probability"),
+                         constant_outputs=out.get("constant"), zero_weight_layers=out.get("zero_weight_layers") or [],
+                         output_is_probability=out.get("is_probability"),
                          layers=layers, model_training=raw.get("training_mode"),
                          eval_mode_modules=[f"{n} ({t})" for n, t in raw.get("eval_mode_modules", [])],
                          slow_norm_stats=[f"{n} (momentum={m:g})" for n, m in raw.get("slow_norm_stats", [])], **fields)
@@ -1142,7 +1145,7 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                     "so it is being given raw logits or probabilities",
             evidence=[Evidence(what="loss input max", value=li["max"], source=src)],
             fix="Apply log_softmax before nll_loss, or use cross_entropy on the raw logits"))
-    if rep.constant_outputs:
+    if rep.constant_outputs and not rep.zero_weight_layers:  # a zero-initialised head learns from its first step
         rep.findings.append(Finding(failure_mode="dead_units", confidence=0.7, summary="the output is constant across the batch at init",
                                     evidence=ev, fix="Check for an all-zero init, dead ReLUs or inputs that never reach the output"))
     shape = loss_shape_finding(raw, "init_loss_check") or outer_broadcast_finding(raw, "init_loss_check")
@@ -1714,6 +1717,12 @@ def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
         facts={"splits_apart": True})
 
 
+def measured(raw: dict, key: str) -> dict | None:
+    """The record a data_check part returned, or None when it was skipped (its reason is in `raw`)."""
+    got = raw.get(key)
+    return got if isinstance(got, dict) and "skipped" not in got else None
+
+
 def data_report_from(raw: dict, **fields) -> DataCheckReport:
     inputs = []
     for i in raw.get("inputs", []):
@@ -1739,14 +1748,10 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           batch_mixing=raw.get("batch_mixing"), class_weights=raw.get("class_weights"),
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
-                          sampler_reach=raw.get("sampler_reach") if isinstance(raw.get("sampler_reach"), dict)
-                          and "skipped" not in raw["sampler_reach"] else None, coerced=raw.get("coerced"),
-                          read_ahead=raw.get("read_ahead") if isinstance(raw.get("read_ahead"), dict)
-                          and "skipped" not in raw["read_ahead"] else None,
-                          unshuffled=raw.get("unshuffled") if isinstance(raw.get("unshuffled"), dict)
-                          and "skipped" not in raw["unshuffled"] else None,
-                          split_shift=raw.get("split_shift") if isinstance(raw.get("split_shift"), dict)
-                          and "skipped" not in raw["split_shift"] else None,
+                          sampler_reach=measured(raw, "sampler_reach"), coerced=raw.get("coerced"),
+                          read_ahead=measured(raw, "read_ahead"),
+                          unshuffled=measured(raw, "unshuffled"),
+                          split_shift=measured(raw, "split_shift"),
                           **fields)
     src = "data_check"
     for i in inputs:

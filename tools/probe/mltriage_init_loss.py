@@ -251,6 +251,15 @@ def rows_mixed(target, model, batch) -> dict | None:
             "max_change": change.max().item() / scale, "site": site}
 
 
+def zero_weight_layers(model) -> list[str]:
+    """Linear and convolution layers whose weight is exactly zero: a head zero-initialised on purpose (its bias set
+    to the class prior, Karpathy's "init well") gives every row the same output at init, yet its weight's gradient
+    (its input times the error) is not zero, so it learns from the first step."""
+    return [name for name, m in model.named_modules()
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)) and m.weight.numel()
+            and not bool(m.weight.detach().any())][:3]
+
+
 def run(job):
     a = job.args
     n_batches = int(a.get("batches", 4))
@@ -309,6 +318,8 @@ def run(job):
         out_stats = {"std": std, "mean": mean, "absmax": absmax,
                      "constant": (spread <= 1e-6 * (1 + absmax)) if rows > 1 else None,  # one value has no spread
                      "is_probability": is_prob > 0.5, "shape": list(logits.shape)}
+        if out_stats["constant"]:
+            out_stats["zero_weight_layers"] = zero_weight_layers(model)
     finite = [v for v in loss_vals if math.isfinite(v)]
     loss = sum(finite) / len(finite) if finite else float("nan")
     total = loss
