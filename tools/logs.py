@@ -1405,7 +1405,11 @@ def classify(loss: _Series, val: _Series | None, src_name: str) -> tuple[Shape, 
                Evidence(what="end (median last 10%)", value=end, source=src),
                Evidence(what="minimum", value=lo, source=f"{src} step {_step_out(steps[i_lo])}"))
         findings += [
-            Finding(failure_mode="lr_too_high", confidence=0.45, summary=f"{loss.name} diverges: {start:.4g} -> {end:.4g} (min {lo:.4g})",
+            Finding(failure_mode="lr_too_high", confidence=0.45, summary=(
+                        f"{loss.name} diverges: {start:.4g} -> {end:.4g} (min {lo:.4g})" if end > start else
+                        # ending under its start it has not diverged: it gave back part of what it had reached
+                        f"{loss.name} gave back {(end - lo) / (start - lo):.0%} of its progress: {start:.4g} -> min "
+                        f"{lo:.4g} -> {end:.4g} (a noisy loss's lowest point overstates its progress)"),
                     evidence=e, fix="Lower the learning rate 3-10x (confirm with grad_norm_snapshot: update/weight ratio above 1e-1); add warmup for large batches"),
             Finding(failure_mode="exploding_gradients", confidence=0.4, summary="growing loss often comes with a growing gradient norm",
                     evidence=e, fix="grad_norm_snapshot: global norm above 10 confirms it; static_scan for a missing optimizer.zero_grad()"),
