@@ -624,7 +624,8 @@ ZERO_HEAD = """
 
 @pytest.mark.parametrize("head, dead", [
     ("nn.init.zeros_(self.head.weight); self.head.bias.copy_(torch.tensor([math.log(0.98), math.log(0.02)]))", False),
-    ("self.body[0].bias.fill_(-100.0)", True)])
+    ("self.body[0].bias.fill_(-100.0)", True),
+    ("nn.init.zeros_(self.body[0].weight); nn.init.zeros_(self.body[0].bias)", True)])  # a hidden layer: symmetric
 def test_a_head_zero_initialised_on_purpose_is_not_a_dead_output(workspace, head, dead):
     """Blind dev bearing_vibration_failure_cnn1d_bn zero-initialises its classifier and sets its bias to the log
     class prior (Karpathy's "init well"): every row gets the same output at init, yet the head's weight gradient
@@ -633,7 +634,7 @@ def test_a_head_zero_initialised_on_purpose_is_not_a_dead_output(workspace, head
     rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, ZERO_HEAD.replace("HEAD", head))))
     assert rep.constant_outputs is True, rep.text()
     assert ("dead_units" in modes(rep)) == dead, rep.text()
-    assert rep.zero_weight_layers == ([] if dead else ["head"])
+    assert rep.zero_weight_layers == ([] if dead else ["head"]), rep.zero_weight_layers
 
 
 def test_a_loss_the_model_returns_beside_its_prediction_is_not_read_as_a_constant_output(workspace):

@@ -251,13 +251,14 @@ def rows_mixed(target, model, batch) -> dict | None:
             "max_change": change.max().item() / scale, "site": site}
 
 
-def zero_weight_layers(model) -> list[str]:
-    """Linear and convolution layers whose weight is exactly zero: a head zero-initialised on purpose (its bias set
-    to the class prior, Karpathy's "init well") gives every row the same output at init, yet its weight's gradient
-    (its input times the error) is not zero, so it learns from the first step."""
+def zero_weight_layers(model, outputs: int) -> list[str]:
+    """Output layers (as many outputs as the prediction has) whose weight is exactly zero: a head zero-initialised on
+    purpose (its bias set to the class prior, Karpathy's "init well") gives every row the same output at init, yet
+    its weight's gradient (its input times the error) is not zero, so it learns from the first step. A hidden layer
+    set to zero is not one: its units stay identical (symmetry never broken)."""
     return [name for name, m in model.named_modules()
             if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)) and m.weight.numel()
-            and not bool(m.weight.detach().any())][:3]
+            and m.weight.shape[0] == outputs and not bool(m.weight.detach().any())][:3]
 
 
 def run(job):
@@ -319,7 +320,7 @@ def run(job):
                      "constant": (spread <= 1e-6 * (1 + absmax)) if rows > 1 else None,  # one value has no spread
                      "is_probability": is_prob > 0.5, "shape": list(logits.shape)}
         if out_stats["constant"]:
-            out_stats["zero_weight_layers"] = zero_weight_layers(model)
+            out_stats["zero_weight_layers"] = zero_weight_layers(model, logits.shape[1] if logits.dim() > 1 else 1)
     finite = [v for v in loss_vals if math.isfinite(v)]
     loss = sum(finite) / len(finite) if finite else float("nan")
     total = loss
