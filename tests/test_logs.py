@@ -952,6 +952,19 @@ def test_a_header_line_seen_once_is_not_a_series_but_its_lr_is_the_configured_on
     assert [s.name for s in r.series] == ["loss"] and series(r, "loss").first_step == 0
 
 
+
+def test_a_summary_line_after_the_curve_is_no_point_of_it_but_a_new_metric_is_kept(tmp_path):
+    """Keras-style epochs, then lines without a step of their own: the best checkpoint restates val_loss and a
+    constant-predictor baseline scores it; neither is where the curve ended. A test loss stated once is kept."""
+    vals = [0.3515, 0.3511, 0.3510, 0.3506, 0.3502]
+    body = "".join(f"Epoch {i + 1}/5\n188/188 - 1s - loss: {0.36 - i / 500:.4f} - val_loss: {v:.4f} - lr: 1.0e-03\n"
+                   for i, v in enumerate(vals))
+    p = write(tmp_path / "t.log", body + "\nbest checkpoint: val_loss=0.3502 val_auc=0.6054\n"
+              "constant predictor (train CTR 0.1073): val_loss=0.3577 val_auc=0.5000\ntest_loss: 0.3541\n")
+    r = log_metrics(p)
+    v = series(r, "val_loss")
+    assert (v.count, v.last, v.max, r.val_series) == (5, 0.3502, 0.3515, "val_loss")
+    assert series(r, "test_loss").last == 0.3541
 # ------------------------------------------------------------------ real curves: convergence is not divergence
 
 TORCH_RUN = """

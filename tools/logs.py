@@ -528,6 +528,7 @@ class _Parser:
         # {shape: (pairs, step index, step, whether the line had a step of its own or after one)}
         self.held: dict[str, tuple[list[tuple[str, str]], int | None, object, bool]] = {}
         self.repeated: set[str] = set()
+        self.emitted: set[str] = set()  # keys of the lines emitted as they came (not held back)
 
     # -- general per-line parser (slow path)
     def _parse_line(self, line: str) -> tuple[list[tuple[str, str]], int | None, str | None]:
@@ -590,9 +591,15 @@ class _Parser:
         """At the end of the log: a line seen once is a series point only when it reports a loss at a step
         (a single evaluation, HF's end-of-training summary); the rest were headers and settings."""
         out: dict[str, tuple[list, list]] = {}
-        for src in [k for k, (pairs, _i, _s, stepped) in self.held.items()
-                    if stepped and any(logfields.kind(k) == "loss" for k, _ in pairs)]:
-            self._emit(*self.held.pop(src)[:3], out)
+        # a line without a step of its own after the curve (`best checkpoint: val_loss=...`, `constant predictor:
+        # val_loss=...`) restates or benchmarks a series the log repeats: it is no point of that series
+        curves = {k for t in self.templates for k in t.keys} | self.emitted
+        for src, (pairs, step_i, step, stepped) in list(self.held.items()):
+            if step_i is None:
+                pairs = [(k, v) for k, v in pairs if k not in curves]
+            if stepped and any(logfields.kind(k) == "loss" for k, _ in pairs):
+                del self.held[src]
+                self._emit(pairs, step_i, step, out)
         for key, (steps, vals) in out.items():
             self.sink(key, steps, vals)
 
@@ -643,6 +650,7 @@ class _Parser:
 
     def _emit(self, pairs: list[tuple[str, str]], step_i: int | None, step, out: dict) -> None:
         for i, (k, v) in enumerate(pairs):
+            self.emitted.add(k)
             if i != step_i and self.wanted(k):
                 buf = out.get(k)
                 if buf is None:
@@ -730,7 +738,7 @@ class _Parser:
         odd = scanned["odd"]
         if odd and not all_steps:
             return False  # line-order steps across shapes: only the ordered walk is exact
-        saved = (self.carry, self.ordinal, dict(self.step_keys), dict(self.held), set(self.repeated))
+        saved = (self.carry, self.ordinal, dict(self.step_keys), dict(self.held), set(self.repeated), set(self.emitted))
         cols: dict[str, tuple[list, list]] = {}
         self._columns(scanned, cols)
         side: dict[str, tuple[list, list]] = {}
@@ -747,7 +755,7 @@ class _Parser:
             out.update(cols)
             return True
         # one series fed by both kinds of lines, or line-order steps across shapes: only the ordered walk is exact
-        self.carry, self.ordinal, self.step_keys, self.held, self.repeated = saved
+        self.carry, self.ordinal, self.step_keys, self.held, self.repeated, self.emitted = saved
         return False
 
     def _columns(self, scanned: dict, out: dict) -> None:
