@@ -1194,6 +1194,43 @@ def test_the_label_prior_is_the_loss_of_a_constant_prediction_through_the_users_
     assert "no standard torch loss" in custom["skipped"]
 
 
+def test_the_label_prior_is_fitted_on_training_and_scored_on_the_one_validation_loader():
+    """The run's validation loss is held to the prior, so the constant (fitted on the training batches) is scored on
+    the validation loader the factory built: a base rate of 10% on training and 15% on validation scores the
+    cross-entropy of the validation labels under 10%, not the training entropy. With a validation and a test
+    loader, which one the log reports is unknown: the training batches' prior stands."""
+    import sys
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import label_prior
+    from mltriage_target import Target
+
+    def loader(n, pos):
+        y = torch.zeros(n, dtype=torch.long)
+        y[: int(n * pos)] = 1
+        return DataLoader(TensorDataset(torch.randn(n, 4), y[torch.randperm(n)]), batch_size=100, shuffle=True)
+
+    train, val, test = loader(4000, 0.10), loader(2000, 0.15), loader(2000, 0.20)
+    model = nn.Linear(4, 2)
+    fn = lambda m, b: F.cross_entropy(m(b[0]), b[1])  # noqa: E731
+    t = Target({"model": model, "data": train, "loss_fn": fn})
+    batches = list(train)
+    t.loaders = [(train, "train.py:10 (loaders)"), (val, "train.py:11 (loaders)")]
+    got = label_prior(t, model, batches)
+    q, v = torch.tensor(0.10), 0.15
+    assert got["scored_on"] == "validation loader built at train.py:11 (loaders)" and got["validation_rows"] == 2000
+    assert got["fit_loss"] == pytest.approx(float(-(q * q.log() + (1 - q) * (1 - q).log())), abs=2e-3), got
+    assert got["loss"] == pytest.approx(float(-(v * q.log() + (1 - v) * (1 - q).log())), abs=2e-3), got
+    t.loaders.append((test, "train.py:12 (loaders)"))
+    both = label_prior(t, model, batches)
+    assert both["scored_on"] == "training batches" and both["loss"] == pytest.approx(got["fit_loss"], abs=1e-6)
+
+
 def test_data_check_reports_the_label_prior(workspace):
     rep = run(lambda: P.data_check(workspace, inline_target(workspace, SEPARABLE)))
     # two balanced-ish classes: the prior is close to log 2

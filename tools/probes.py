@@ -1161,7 +1161,7 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
             summary="after a short training the loss on random inputs equals the loss on the real ones: the inputs carry no information",
             evidence=[Evidence(what="loss real inputs", value=rr, source=src), Evidence(what="loss random inputs", value=rd, source=src)],
             fix="Print a batch as the model sees it: preprocessing may zero, overwrite or mis-index the inputs",
-            facts={"symptom_only": True}))
+            facts={"symptom_only": True, "inputs_no_signal": True}))
     return rep
 
 
@@ -1315,6 +1315,7 @@ class DataCheckReport(ProbeReport):
         "first and last training loss of the copy trained on the real labels (did it fit its batches?)"))
     alignment_note: str | None = None
     label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
+    label_prior_scored_on: str = ""  # "training batches", or the validation loader the constant was scored on
     padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
     rows_kept_labels: Num = Field(None, description="rows keeping their own labels through the CSV pipeline (1: all; 0: chance)")
     rows_note: str = ""
@@ -1742,6 +1743,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           train_loss_real_labels=[(al.get("real") or {}).get(k) for k in ("first_loss", "last_train_loss")]
                           if al.get("real") else [],
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
+                          label_prior_scored_on=(raw.get("label_prior") or {}).get("scored_on") or "",
                           padding_output_change=(raw.get("padding") or {}).get("output_change"),
                           rows_kept_labels=(raw.get("rows") or {}).get("kept"),
                           rows_note=(raw.get("rows") or {}).get("skipped") or "",
