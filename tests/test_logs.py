@@ -965,6 +965,12 @@ def test_a_summary_line_after_the_curve_is_no_point_of_it_but_a_new_metric_is_ke
     v = series(r, "val_loss")
     assert (v.count, v.last, v.max, r.val_series) == (5, 0.3502, 0.3515, "val_loss")
     assert series(r, "test_loss").last == 0.3541
+    # an evaluation before training, in a shape printed once: the curve's first point, not its last
+    q = write(tmp_path / "q.log", "step 0 | val_mse 1.0946 | baseline(train-mean) val_mse 0.9627\n" + "".join(
+        f"epoch {e:2d} | step {158 * e:5d} | train_mse {1.03 - e / 100:.4f} | val_mse {0.94 - e / 1000:.4f} | 5{e}ms\n"
+        for e in range(1, 8)))
+    v = series(log_metrics(q), "val_mse")
+    assert (v.count, v.first, v.first_step, v.last, v.last_step, v.max) == (8, 1.0946, 0, 0.933, 1106, 1.0946)
 # ------------------------------------------------------------------ real curves: convergence is not divergence
 
 TORCH_RUN = """

@@ -510,6 +510,7 @@ class _Parser:
 
     def __init__(self, wanted: Callable[[str], bool], sink: Callable[[str, list, list], None]):
         self.wanted, self.sink = wanted, sink
+        self.late_sink = sink  # the lines held back to the end; log_metrics places them by step
         self.templates: list[_Template] = []
         self.rx: re.Pattern | None = None
         self.shape_seen: dict[str, int] = {}
@@ -601,7 +602,7 @@ class _Parser:
                 del self.held[src]
                 self._emit(pairs, step_i, step, out)
         for key, (steps, vals) in out.items():
-            self.sink(key, steps, vals)
+            self.late_sink(key, steps, vals)
 
     def config_values(self) -> dict[str, str]:
         """`key -> value` as the log's header or config dump states it (lines seen once: call after `finish`);
@@ -865,6 +866,21 @@ class _Series:
         self.lo = min(self.lo, lo)
         self.hi = max(self.hi, hi)
 
+    def insert(self, step, value: str) -> None:
+        """One point the log printed once (held back to the end: `step 0 | val_mse 1.09` before training) at its
+        place by step, so the series' first and last values stay where the curve starts and ends."""
+        v, at = _float(value), _float(step)
+        if not self.count or not (math.isfinite(v) and math.isfinite(at)) or at >= _float(self.last_step):
+            self.add([step], [value])
+            return
+        k = next((i for i, s in enumerate(self.b_step) if s > at), len(self.b_step))
+        for col, x in ((self.b_step, at), (self.b_sum, v), (self.b_min, v), (self.b_max, v), (self.b_n, 1)):
+            col.insert(k, x)
+        if at < _float(self.first_step):
+            self.first, self.first_step = v, step
+        self.count += 1
+        self.lo, self.hi = min(self.lo, v), max(self.hi, v)
+
     def _bucketize(self, steps, fv: list[float]) -> tuple[float, float]:
         """Fold `fv` into the buckets; its min and max, from the buckets' (one pass over the values fewer)."""
         n, i, b = len(fv), 0, self.bucket
@@ -1021,7 +1037,16 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
 
     if store is not None:
         return _store_metrics(store, series, want, names, notes, plot, sink, wanted, cancelled)
+    def late_sink(key: str, steps, vals) -> None:
+        s = series.get(key)
+        if s is None:
+            sink(key, steps, vals)
+            return
+        for step, v in zip(steps, vals):
+            s.insert(step, v)
+
     parser = _Parser(wanted, sink)
+    parser.late_sink = late_sink
     try:
         f = open(path, "rb")
     except OSError as e:
