@@ -154,12 +154,14 @@ PRIOR_ELEMENTS = 2 ** 24  # predictions kept for fitting the constant (a 50k-tok
 PRIOR_SECONDS = 5.0
 
 
-def _loss_calls(target, model, batches) -> tuple[list, str | None, dict | None]:
+def _loss_calls(target, model, batches, seconds=math.inf) -> tuple[list, str | None, dict | None]:
     """The first standard loss call (function, arguments, prediction shape and device, target) of each batch, with
-    the loss's name; or a {"skipped": why} instead of the calls."""
-    calls, seen, name = [], 0, None
+    the loss's name; or a {"skipped": why} instead of the calls. Stops after `seconds` (the model runs on each)."""
+    calls, seen, name, t0 = [], 0, None, time.monotonic()
     with torch.no_grad():
         for b in batches:
+            if calls and time.monotonic() - t0 > seconds:
+                break
             spy = _FirstLoss()
             with spy:
                 target.loss(model, b)
@@ -249,9 +251,12 @@ def label_prior(target, model, batches, iters=100):
         return out
     loader, where = val
     try:
-        rows = min(len(loader.dataset), VAL_PRIOR_ROWS)
-        vcalls, _, vskip = _loss_calls(target, m, _loader_batches(loader, rows,
-                                                                  getattr(loader, "batch_size", None) or 64))
+        ds, per = loader.dataset, getattr(loader, "batch_size", None) or 64
+        # rows in a random order, so the batches scored before the time runs out are a sample of the whole set
+        idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(0))[:VAL_PRIOR_ROWS].tolist()
+        batches_v = (loader.collate_fn([ds[i] for i in idx[j:j + per]]) for j in range(0, len(idx), per))
+        vcalls, _, vskip = _loss_calls(target, m, batches_v, 2 * PRIOR_SECONDS)
+        rows = sum(c[3][0] for c in vcalls) if vcalls and len(vcalls[0][3]) else len(vcalls)
         if vskip or not vcalls or any(c[3][1:] != calls[0][3][1:] for c in vcalls):
             return {**out, "validation_note": (vskip or {}).get("skipped", "its predictions have another shape")}
         with torch.no_grad():
