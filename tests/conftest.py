@@ -40,6 +40,29 @@ async def inprocess_client(workspace: Path, allow_read: list[str] | None = None)
         yield client
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Make `--dist loadgroup` group again: a worker names each `xdist_group` test `<nodeid>@<group>` so the
+    controller sends a group's tests to one worker, in one batch.
+
+    pytest-xdist does it by assigning `item._nodeid`, which pytest >= 9 no longer reads (the id lives in
+    `item._id`): every grouped test was scheduled on its own, so a module-scoped fixture meant to run once (the
+    acceptance run, the gallery runs) ran on both workers, and again whenever other modules' tests came between.
+    """
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pytest < 9: xdist's own suffix took effect
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
+
+
 def run(coro_fn, *args):
     """Run an async test body: `run(body)` where `async def body(): ...`."""
     return anyio.run(coro_fn, *args)
