@@ -2,6 +2,7 @@
 
 import shutil
 
+from _shared_threads import ONE_THREAD  # the server hands it to the pytest runs it starts
 from conftest import EXAMPLES, run, stdio_client, text_of
 
 
@@ -11,7 +12,7 @@ def test_test_written_before_the_fix_fails_then_passes_after_it_and_the_journal_
     (workspace / "journal.md").write_text("# notes\nkeep me")
 
     async def body():
-        async with stdio_client(workspace) as client:
+        async with stdio_client(workspace, env=ONE_THREAD) as client:
             before = await client.call_tool("journal_search", {"query": "std epsilon"})
             assert not before.is_error and before.structured_content["entries"] == []
 
@@ -70,7 +71,7 @@ def test_script_mode_test_over_stdio_catches_a_loop_bug(workspace, no_stray_proc
     shutil.copytree(EXAMPLES / "missing_zero_grad", workspace, dirs_exist_ok=True)
 
     async def body():
-        async with stdio_client(workspace) as client:
+        async with stdio_client(workspace, env=ONE_THREAD) as client:
             broken = await client.call_tool("write_regression_test", {
                 "failure_mode": "missing_zero_grad", "command": ["python", "train.py", "--steps", "30"],
                 "params": {"steps": 10}})
@@ -91,7 +92,7 @@ def test_the_padding_test_over_stdio_catches_a_gru_read_at_its_padded_last_step_
     shutil.copytree(EXAMPLES / "realistic" / "rnn_seq" / "call_intent_gru_last_pad", workspace, dirs_exist_ok=True)
 
     async def body():
-        async with stdio_client(workspace) as client:
+        async with stdio_client(workspace, env=ONE_THREAD) as client:
             args = {"failure_mode": "data_pipeline", "target": "train.py:make_target", "template": "padding"}
             broken = await client.call_tool("write_regression_test", args)
             report = broken.structured_content
@@ -113,7 +114,7 @@ def test_the_rows_test_over_stdio_catches_features_dropped_apart_from_their_labe
     shutil.copytree(EXAMPLES / "realistic" / "tabular" / "turbine_vib_dropna_shift", workspace, dirs_exist_ok=True)
 
     async def body():
-        async with stdio_client(workspace) as client:
+        async with stdio_client(workspace, env=ONE_THREAD) as client:
             args = {"failure_mode": "data_pipeline", "target": "train.py:make_target", "template": "rows"}
             broken = await client.call_tool("write_regression_test", args)
             report = broken.structured_content
@@ -169,7 +170,7 @@ def test_a_validation_set_built_apart_is_caught_over_stdio_and_a_missing_functio
     train.write_text(SPLITS.replace("MAPPED", "False"))
 
     async def body():
-        async with stdio_client(workspace) as client:
+        async with stdio_client(workspace, env=ONE_THREAD) as client:
             args = {"failure_mode": "data_pipeline", "name": "validation matches training",
                     "target": "train.py:make_target", "function": "train.py:val_batches"}
             broken = await client.call_tool("write_regression_test", args)
