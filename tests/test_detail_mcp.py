@@ -13,6 +13,7 @@ import anyio
 import jsonschema
 import pytest
 
+from _shared_threads import ONE_THREAD  # the server hands it to the probes and scripts it starts
 from conftest import EXAMPLES, PYTHON, ROOT, run, stdio_client, text_of
 
 LM = EXAMPLES / "realistic" / "transformer_lm" / "baseline"
@@ -52,7 +53,7 @@ def test_grad_norm_snapshot_summary_is_small_and_full_goes_to_new_files(workspac
     args = {"command": ["python", "train.py", "--max_iters=12"], "steps": 12}  # > SERIES_MAX: summarised
 
     async def body():
-        async with stdio_client(workspace) as c:
+        async with stdio_client(workspace, env=ONE_THREAD) as c:
             schema = (await _schemas(c))["grad_norm_snapshot"]
             summary = await c.call_tool("grad_norm_snapshot", args)
             full = await c.call_tool("grad_norm_snapshot", {**args, "detail": "full"})
@@ -97,7 +98,7 @@ def test_lr_range_test_summary_downsamples_the_curve(workspace, no_stray_process
     shutil.copytree(EXAMPLES / "lr_too_high", workspace, dirs_exist_ok=True)
 
     async def body():
-        async with stdio_client(workspace) as c:
+        async with stdio_client(workspace, env=ONE_THREAD) as c:
             schema = (await _schemas(c))["lr_range_test"]
             summary = await c.call_tool("lr_range_test", {"target": "train.py:make_target", "steps": 80})
             full = await c.call_tool("lr_range_test", {"target": "train.py:make_target", "steps": 80,
@@ -145,7 +146,7 @@ def test_triage_summary_and_full_both_match_the_schema(workspace, no_stray_proce
     shutil.copytree(EXAMPLES / "nan_log_zero", workspace / "nan_log_zero")
 
     async def body():
-        async with stdio_client(workspace) as c:
+        async with stdio_client(workspace, env=ONE_THREAD) as c:
             schema = (await _schemas(c))["triage"]
             args = {"target": "nan_log_zero/train.py:make_target"}
             summary = await c.call_tool("triage", args)
@@ -167,7 +168,7 @@ def test_live_status_summary_rounds_the_recent_steps(workspace, no_stray_process
     state: dict = {}
 
     async def body():
-        async with stdio_client(workspace) as c:
+        async with stdio_client(workspace, env=ONE_THREAD) as c:
             schema = (await _schemas(c))["live_status"]
             r = await c.call_tool("run_training", {"command": ["python", str(LIVE / "normal.py")],
                                                    "log_path": "logs/train.log"})
