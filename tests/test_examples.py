@@ -36,7 +36,7 @@ SCRIPTS = [(n, "train.py") for n in META] + [(n, "train_fixed.py") for n in BROK
 STEPS = {"nan_div_zero": 30, "nan_log_zero": 60, "lr_too_high": 60, "exp_overflow": 80, "missing_zero_grad": 160,
          "view_after_permute": 60, "hang_loader": 40, "eval_mode": 200}
 DEFAULT_STEPS = 120
-HANG_TIMEOUT_S = 15
+HANG_TIMEOUT_S = 8  # hang_loader blocks for good after 24 batches (6 logged losses), within a second; its fix ends in 0.1 s
 NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Infinity)"
 PAIR = re.compile(r"""(?P<key>[A-Za-z_][\w()]*)['"]?\s*(?:[:=]\s*|\s+)(?P<val>""" + NUM + r")(?![\w.])")
 
