@@ -1215,6 +1215,53 @@ def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
         location=i.name, facts={"channels_interleaved": True, "ndim": len(i.shape)})
 
 
+def constant_columns_finding(i: "InputStat", src: str) -> Finding | None:
+    """Table columns that hold one value over every training row checked carry nothing the model can use. A
+    hypothesis, not a verdict: a healthy table can keep a column of a category the sample does not hold (dev
+    `campus_netflow_dense_ae`'s fixed twin: 2 of 22); a bug leaves the column it meant to fill flat (dev
+    `loan_default_residual_mlp`: four missing-value flags built after an in-place fillna, always 0)."""
+    if len(i.shape) != 2 or i.shape[0] < 64 or (i.features or 0) < 4 or not i.constant_features:
+        return None
+    cols = i.constant_features
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.4,
+        summary=f"{len(cols)}{'+' if len(cols) >= 20 else ''} of the {i.features} columns of {i.name} hold one value "
+                f"over all {i.shape[0]} training rows checked (columns {', '.join(map(str, cols[:8]))}"
+                f"{', ...' if len(cols) > 8 else ''}): a feature built after what it should carry was overwritten "
+                "(a flag computed after an in-place fillna, a date diff after a cast), or left unfilled",
+        evidence=[Evidence(what="constant columns", value=f"{len(cols)} of {i.features}", source=src)],
+        fix="Print the preprocessing output for those columns on a few raw rows: each should vary as its raw "
+            "field does; build flags and derived columns before anything fills or casts their source",
+        avoid="Do not drop the columns to tidy up before knowing why they are flat",
+        location=i.name, facts={"constant_columns": len(cols)})
+
+
+CHANNEL_FLAT = 0.1  # every channel's std under this, in data standardised to unit std along another axis
+
+
+def across_channels_finding(i: "InputStat", src: str) -> Finding | None:
+    """A standardisation whose statistics were taken along the wrong axis: every time step (or pixel row) of the
+    batch has mean 0 and std 1, yet each channel is nearly constant, so what told the samples apart was divided away
+    (dev `hydraulic_pump_conv1d_ae`: per-channel stds 0.003-0.024 against 1.0 per time step)."""
+    a = i.standardised_across_channels or {}
+    top, lo_hi = a.get("channel_std_max"), a.get("channel_mean_range") or []
+    if not is_finite(top) or top >= CHANNEL_FLAT or len(lo_hi) != 2:
+        return None
+    axis, ch = a["standardised_axis"], a["channel_axis"]
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75,
+        summary=f"{i.name} {i.shape} was standardised along axis {axis}, not per channel: every index of axis {axis} "
+                f"has mean 0 and std 1, but each of the {a['channels']} channels (axis {ch}) is nearly constant (stds "
+                f"up to {top:.3g}, means {lo_hi[0]:.3g}..{lo_hi[1]:.3g}): the variation within each channel, which "
+                "tells the samples apart, was scaled away",
+        evidence=[Evidence(what=f"largest std of a channel (axis {ch})", value=top, source=src),
+                  Evidence(what="channel means", value=f"{lo_hi[0]:.3g}..{lo_hi[1]:.3g}", source=src)],
+        fix=f"Fit the mean/std per channel: reduce over every axis except axis {ch} (for (N, C, L) windows "
+            "x.mean(axis=(0, 2)), keepdims), on the training split, and apply the same constants at eval time",
+        avoid="Do not read the small loss as a model that fits: a near-constant input is easy to reproduce",
+        location=i.name, facts={"standardised_across_channels": True})
+
+
 def rows_mixed_finding(mixed: dict | None, src: str) -> Finding | None:
     """Karpathy's "use backprop to chart dependencies" (A Recipe for Training Neural Networks, 2019), done with a
     forward pass: in eval mode a row's output must not depend on the other rows of its batch."""
@@ -1286,6 +1333,7 @@ class InputStat(BaseModel):
     leak_label_explained: Num = Field(None, description="share of label variance one feature alone explains")
     leak_exact_copy: bool | None = None
     channel_interleave: dict | None = None  # an image or Conv1d batch: correlation at lag 1 and lag C (last axis)
+    standardised_across_channels: dict | None = None  # unit mean/std along another axis, channels near-constant
     reconstructed: bool = Field(False, exclude=True)  # also the loss's target (an autoencoder's input)
 
 
@@ -1769,6 +1817,12 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
         inter = interleaved_channels_finding(i, src)
         if inter:
             rep.findings.append(inter)
+        across = across_channels_finding(i, src)
+        if across:
+            rep.findings.append(across)
+        flat = constant_columns_finding(i, src)
+        if flat:
+            rep.findings.append(flat)
         lo_hi = i.feature_mean_range + i.feature_std_range
         if not i.reconstructed and len(lo_hi) == 4 and all(is_finite(v) for v in lo_hi) and (
                 max(abs(lo_hi[0]), abs(lo_hi[1])) > 10 or lo_hi[3] > 20):

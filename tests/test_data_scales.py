@@ -1,0 +1,111 @@
+"""data_check reads how the inputs were scaled and what the held-out comparison is scored with: a standardisation
+taken along the wrong axis, table columns that never vary, and BatchNorm statistics that lag a short training."""
+
+import textwrap
+
+import pytest
+
+from conftest import EXAMPLES, run
+from tools import probes as P
+
+
+def inline_target(ws, body, name="target.py"):
+    (ws / name).write_text(textwrap.dedent(body))
+    return f"{ws / name}:make_target"
+
+
+PUMP_WINDOWS = """
+    import numpy as np
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def windows(n=512, length=64):
+        rng = np.random.default_rng(0)
+        t = np.arange(length) / length
+        rpm = 1480 + 5 * rng.standard_normal((n, 1)) + 2 * np.sin(2 * np.pi * 3 * t)
+        vib = 0.05 * (1 + rng.random((n, 1))) * np.sin(2 * np.pi * 17 * t + rng.random((n, 1)) * 6)
+        temp = 61 + 0.5 * rng.standard_normal((n, 1)) + 0.1 * t
+        pres = 210 + 3 * rng.standard_normal((n, length))
+        return np.stack([rpm, vib, temp, pres], axis=1).astype("float32")   # (N, C, L): channel-first
+
+    def make_target():
+        torch.manual_seed(0)
+        x = windows()
+        mean, std = x.mean(axis=AXIS, keepdims=True), x.std(axis=AXIS, keepdims=True)
+        x = torch.from_numpy((x - mean) / std)
+        model = nn.Sequential(nn.Conv1d(4, 8, 5, padding=2), nn.ReLU(), nn.Conv1d(8, 4, 5, padding=2))
+        return {"model": model, "data": [(b,) for b in x.split(64)], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[0])}
+"""
+
+
+@pytest.mark.parametrize("axis, wrong", [("(0, 1)", True), ("(0, 2)", False)])
+def test_a_scaler_fitted_across_the_channels_is_named(workspace, axis, wrong):
+    """Blind dev hydraulic_pump_conv1d_ae: mean/std over axis=(0, 1) of channel-first windows gives one mean/std per
+    time step across the channels, so each channel becomes a near-constant offset; it read healthy."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, PUMP_WINDOWS.replace("AXIS", axis))))
+    found = [f for f in rep.findings if f.facts.get("standardised_across_channels")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if wrong else []), rep.text()
+    if wrong:
+        assert found[0].confidence >= 0.7 and "along axis 2, not per channel" in found[0].summary
+        assert "reduce over every axis except axis 1" in found[0].fix
+
+
+FLAGS = """
+    import numpy as np
+    import pandas as pd
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def table(n=2000):
+        rng = np.random.default_rng(0)
+        df = pd.DataFrame({"income": rng.lognormal(10, 0.5, n), "dti": rng.random(n) * 40,
+                           "months_since_delinq": np.where(rng.random(n) < 0.5, np.nan, rng.integers(1, 80, n)),
+                           "emp_length": np.where(rng.random(n) < 0.2, np.nan, rng.integers(0, 10, n))})
+        y = (df["months_since_delinq"].isna() ^ (rng.random(n) < 0.2)).astype("float32")
+        return df, y.to_numpy()
+
+    def features(df):
+        cols = ["months_since_delinq", "emp_length"]
+        FILL
+        flags = df[cols].isna().astype("float32").add_suffix("_missing")
+        df = df.fillna(df.median())
+        z = (df - df.mean()) / df.std()
+        return np.concatenate([z.to_numpy("float32"), flags.to_numpy()], axis=1)
+
+    def make_target():
+        torch.manual_seed(0)
+        df, y = table()
+        x, y = torch.from_numpy(features(df)), torch.from_numpy(y)
+        model = nn.Sequential(nn.Linear(x.shape[1], 16), nn.ReLU(), nn.Linear(16, 1))
+        return {"model": model, "data": list(zip(x.split(128), y.split(128))),
+                "loss_fn": lambda m, b: F.binary_cross_entropy_with_logits(m(b[0]).squeeze(1), b[1])}
+"""
+
+
+@pytest.mark.parametrize("fill, flat", [("df.fillna(df.median(), inplace=True)", True), ("pass", False)])
+def test_columns_that_never_vary_are_a_hypothesis_never_a_verdict(workspace, fill, flat):
+    """Blind dev loan_default_residual_mlp: missing-value flags built after an in-place fillna are 0 on every row,
+    so the strongest signal never reaches the model; the run still learns and read healthy. A healthy table can
+    hold a flat column too (dev campus_netflow_dense_ae's fixed twin), so the finding stays under 0.5."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, FLAGS.replace("FILL", fill))))
+    found = [f for f in rep.findings if f.facts.get("constant_columns")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if flat else []), rep.text()
+    if flat:
+        assert found[0].confidence == 0.4 and "2 of the 6 columns" in found[0].summary
+        assert "(columns 4, 5)" in found[0].summary
+
+
+def test_batchnorm_statistics_are_settled_before_the_held_out_comparison(workspace):
+    """Blind dev cell_phenotype_resnet (healthy): SGD at 0.2 moves the weights so far in data_check's short training
+    that BatchNorm's running averages still describe earlier weights; scored in eval mode, the copy trained on the
+    real labels read 6.6 on the held-out batch against 1.8 for the permuted copy, an alarm (data_pipeline 0.65)
+    on a healthy run. With the statistics recomputed over the training batches the real labels generalise."""
+    import shutil
+    shutil.copytree(EXAMPLES / "realistic" / "cnn_bn" / "cell_phenotype_resnet", workspace, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("train_fixed.py", "example.json"))
+    rep = run(lambda: P.data_check(workspace, "train.py:make_target"))
+    real, permuted = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels
+    assert real is not None and permuted is not None and real < 0.5 * permuted, rep.text()
+    assert not [f for f in rep.findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5], rep.text()
