@@ -109,3 +109,50 @@ def test_batchnorm_statistics_are_settled_before_the_held_out_comparison(workspa
     real, permuted = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels
     assert real is not None and permuted is not None and real < 0.5 * permuted, rep.text()
     assert not [f for f in rep.findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5], rep.text()
+
+
+PADDED_CYCLES = """
+    import numpy as np
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def cycles(n=400, t_max=120):
+        rng = np.random.default_rng(0)
+        lengths = rng.integers(20, t_max, n)
+        base = np.array([21.0, 101.3, 55.0, 0.8])                # supply temp, pressure, fan %, valve
+        X = np.zeros((n, t_max, 4), dtype="float32")
+        y = rng.integers(0, 3, n)
+        for i, L in enumerate(lengths):
+            X[i, :L] = base * (1 + 0.02 * rng.standard_normal((L, 4))) + 0.05 * base * (y[i] - 1)
+        return X, lengths, y
+
+    def make_target():
+        torch.manual_seed(0)
+        X, lengths, y = cycles()
+        mask = (np.arange(X.shape[1])[None, :] < lengths[:, None])[..., None]
+        fit = STATS
+        X = (X - fit.mean(0)) / fit.std(0) * mask
+        x, yy = torch.from_numpy(X.astype("float32")), torch.from_numpy(y)
+        model = nn.GRU(4, 16, batch_first=True)
+        head = nn.Linear(16, 3)
+        net = nn.ModuleDict({"gru": model, "head": head})
+        def loss_fn(m, b):
+            out, _ = m["gru"](b[0])
+            return F.cross_entropy(m["head"](out.mean(1)), b[1])
+        return {"model": net, "data": list(zip(x.split(64), yy.split(64))), "loss_fn": loss_fn, "num_classes": 3}
+"""
+
+
+@pytest.mark.parametrize("stats, padded", [("X.reshape(-1, 4)", True),
+                                           ("np.concatenate([s[:L] for s, L in zip(X, lengths)])", False)])
+def test_a_scaler_fitted_over_the_padding_is_named(workspace, stats, padded):
+    """Blind dev ahu_cycle_gru_fault_classifier: mean/std taken over the zero-padded array put every feature's real
+    values near sqrt(p/(1-p)) of the pad share p with a tenth of a unit of spread; the GRU still learnt a little and
+    the run read healthy. Fitted over the real steps, the same data is quiet."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, PADDED_CYCLES.replace("STATS", stats))))
+    found = [f for f in rep.findings if f.facts.get("padding_in_scaler")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if padded else []), rep.text()
+    if padded:
+        assert found[0].confidence >= 0.7 and "with its padding counted in" in found[0].summary
+        assert "real (unpadded) steps only" in found[0].fix

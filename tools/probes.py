@@ -1215,6 +1215,37 @@ def interleaved_channels_finding(i: "InputStat", src: str) -> Finding | None:
         location=i.name, facts={"channels_interleaved": True, "ndim": len(i.shape)})
 
 
+PAD_OFFSET_BAND = (0.85, 1.15)  # every feature's real-step mean within this share of sqrt(p/(1-p))
+
+
+def padding_in_scaler_finding(i: "InputStat", src: str) -> Finding | None:
+    """Per-feature mean/std fitted over a zero-padded array (X.reshape(-1, F) with the pads in): each feature's real
+    values all land near sqrt(p/(1-p)) of the pad share p, with a small spread, so what tells the sequences apart
+    shrinks to a tenth of a unit (dev `ahu_cycle_gru_fault_classifier`: 62% padding, every feature at 1.26-1.31,
+    stds 0.05-0.34; the run still learnt and read healthy)."""
+    a = i.padding_in_scaler or {}
+    lo_hi, spread, off = a.get("feature_mean_over_offset") or [], a.get("max_std_over_mean"), a.get("offset")
+    if len(lo_hi) != 2 or not all(is_finite(v) for v in (*lo_hi, spread, off)) or off < 0.5:
+        return None
+    if not (PAD_OFFSET_BAND[0] <= lo_hi[0] and lo_hi[1] <= PAD_OFFSET_BAND[1] and spread < 0.5):
+        return None
+    share = a["pad_share"]
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75,
+        summary=f"{i.name} {i.shape} was standardised with its padding counted in: {share:.0%} of its time steps are "
+                f"padding, and every one of its {a['features']} features sits at {lo_hi[0] * off:.2f}-"
+                f"{lo_hi[1] * off:.2f} on the real steps, which is sqrt(p/(1-p)) = {off:.2f} of that pad share, with "
+                f"a spread of at most {spread:.2f} of it: the statistics were taken over the zeros, so the variation "
+                "that tells the sequences apart is a fraction of a unit",
+        evidence=[Evidence(what="share of all-zero time steps", value=share, source=src),
+                  Evidence(what="feature means on real steps / sqrt(p/(1-p))", value=f"{lo_hi[0]:.2f}..{lo_hi[1]:.2f}",
+                           source=src)],
+        fix="Fit the mean/std over the real (unpadded) steps only, e.g. np.concatenate([s[:n] for s, n in "
+            "zip(X, lengths)]).mean(0), on the training split, and pad after scaling",
+        avoid="Do not read the weak accuracy as a hard task or a small model: the inputs were squashed",
+        location=i.name, facts={"padding_in_scaler": True})
+
+
 def constant_columns_finding(i: "InputStat", src: str) -> Finding | None:
     """Table columns that hold one value over every training row checked carry nothing the model can use. A
     hypothesis, not a verdict: a healthy table can keep a column of a category the sample does not hold (dev
@@ -1334,6 +1365,7 @@ class InputStat(BaseModel):
     leak_exact_copy: bool | None = None
     channel_interleave: dict | None = None  # an image or Conv1d batch: correlation at lag 1 and lag C (last axis)
     standardised_across_channels: dict | None = None  # unit mean/std along another axis, channels near-constant
+    padding_in_scaler: dict | None = None  # a padded (N, T, F) batch: pad share, real values against sqrt(p/(1-p))
     reconstructed: bool = Field(False, exclude=True)  # also the loss's target (an autoencoder's input)
 
 
@@ -1374,6 +1406,7 @@ class DataCheckReport(ProbeReport):
     unshuffled: dict | None = Field(None, exclude=True)  # an unshuffled training loader and how its batches mix
     reads_change_data: dict | None = Field(None, exclude=True)  # a dataset whose stored floats change when read
     coerced: dict | None = Field(None, exclude=True)  # numbers in a written format that to_numeric turned into NaN
+    text_compared: dict | None = Field(None, exclude=True)  # a column of numbers read as text, compared with one
     sampler_reach: dict | None = Field(None, exclude=True)  # a weighted sampler with fewer weights than samples
     read_ahead: dict | None = Field(None, exclude=True)  # how far a prediction moves when a target at or after it does
     class_weights: dict | None = Field(None, exclude=True)  # the loss's per-class weights against the classes' shares
@@ -1621,6 +1654,31 @@ def coerced_numbers_finding(c: dict | None, src: str) -> Finding | None:
         facts={"numbers_coerced": True})
 
 
+def text_compared_finding(c: dict | None, src: str) -> Finding | None:
+    """A column of numbers that pandas read as text (a '?' or 'n/a' among them makes it object dtype), compared
+    with a number: '1' != 1, so `df[col] != 1` is True on every row and `df[col] == 1` on none; the filter it feeds
+    keeps or drops everything (dev `campus_netflow_dense_ae`: every attack flow kept in the 'benign' training set)."""
+    if not c:
+        return None
+    examples = ", ".join(repr(v) for v in c["examples"])
+    keeps = (c["op"] == "!=") == c["result"]
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.8,
+        summary=(f"{c['column']} was read as text ({examples}; {c['as_text']:,} of {c['values']:,} cells are numbers "
+                 f"written as text), and `{c['column']} {c['op']} {c['value']!r}` compares it with a number: text is "
+                 f"never equal to a number, so the comparison is {c['result']} on every row and a filter on it "
+                 + ("selects every row" if c["result"] else "selects none")
+                 + (" (a subset meant to exclude some rows keeps them all)" if keeps and c["result"] else "")),
+        evidence=[Evidence(what=f"rows where `{c['column']} {c['op']} {c['value']!r}` holds",
+                           value=f"{c['values'] if c['result'] else 0:,} of {c['values']:,}", source=src),
+                  Evidence(what="values", value=examples, source=src)],
+        location=c.get("at"),
+        fix=(f"Convert before comparing: pd.to_numeric(df[{c['column']!r}], errors='coerce') {c['op']} {c['value']!r} "
+             "(or read_csv(..., na_values=['?'])), then count the rows each side of the filter"),
+        avoid="Do not tune the model: the rows it trains on are not the ones the filter was written to select",
+        facts={"text_compared_with_number": True})
+
+
 def sampler_reach_finding(sr: dict | None, src: str) -> Finding | None:
     """A WeightedRandomSampler given fewer weights than the dataset has samples (a weight per class where it wants
     one per sample): it draws only indices below len(weights)."""
@@ -1799,6 +1857,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           pad_inside=raw.get("pad_inside"),
                           reads_change_data=raw.get("reads_change_data"),
                           sampler_reach=measured(raw, "sampler_reach"), coerced=raw.get("coerced"),
+                          text_compared=raw.get("text_compared"),
                           read_ahead=measured(raw, "read_ahead"),
                           unshuffled=measured(raw, "unshuffled"),
                           split_shift=measured(raw, "split_shift"),
@@ -1820,6 +1879,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
         across = across_channels_finding(i, src)
         if across:
             rep.findings.append(across)
+        padded_scale = padding_in_scaler_finding(i, src)
+        if padded_scale:
+            rep.findings.append(padded_scale)
         flat = constant_columns_finding(i, src)
         if flat:
             rep.findings.append(flat)
@@ -1878,6 +1940,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     mutated = reads_change_data_finding(rep.reads_change_data, src)
     if mutated:
         rep.findings.append(mutated)
+    as_text = text_compared_finding(rep.text_compared, src)
+    if as_text:
+        rep.findings.append(as_text)
     lost = coerced_numbers_finding(rep.coerced, src)
     if lost:
         rep.findings.append(lost)

@@ -84,6 +84,28 @@ def standardised_across_channels(x: torch.Tensor, conv1d_channels=()) -> dict | 
     return None
 
 
+def padding_in_scaler(x: torch.Tensor, conv1d_channels=()) -> dict | None:
+    """A zero-padded sequence batch (N, T, F): were its features standardised with the padding counted in?
+
+    Fitted over a padded array whose pad share is p, the mean of a feature with real values mu +- sigma is (1-p) mu
+    and its variance (1-p) sigma^2 + p (1-p) mu^2; where sigma is small beside mu, every real value then lands
+    near sqrt(p / (1-p)) (or its negative), whatever the feature, with a spread a fraction of that. Measured on the
+    batch: the share of all-zero time steps p, and each feature's mean and std over the other steps."""
+    if not x.is_floating_point() or x.dim() != 3 or x.shape[1] in conv1d_channels or x.shape[2] < 2:
+        return None
+    x = x[:1024].float()
+    pad = (x == 0).all(-1)
+    p = pad.float().mean()
+    real = x[~pad]
+    if real.shape[0] < 100 or not 0.2 <= float(p) <= 0.9:
+        return None
+    offset = torch.sqrt(p / (1 - p))
+    m, s = real.mean(0), real.std(0)
+    v = T.to_floats(p, offset, (m.abs() / offset).min(), (m.abs() / offset).max(), (s / m.abs().clamp_min(1e-12)).max())
+    return {"pad_share": v[0], "offset": v[1], "feature_mean_over_offset": [v[2], v[3]], "max_std_over_mean": v[4],
+            "features": int(x.shape[2])}
+
+
 def _concat(ts):
     try:
         return torch.cat([t.detach() for t in ts]) if len(ts) > 1 else ts[0].detach()
@@ -992,6 +1014,9 @@ def run(job):
             across = standardised_across_channels(x, conv1d_in)
             if across is not None:
                 entry["standardised_across_channels"] = across
+            padded_scale = padding_in_scaler(x, conv1d_in)
+            if padded_scale is not None:
+                entry["padding_in_scaler"] = padded_scale
             if y is not None and path != label_key:
                 score = leakage(x, y)
                 if score is not None:
@@ -1057,6 +1082,7 @@ def run(job):
     except Exception as e:  # noqa: BLE001 - advisory (a custom dataset's __len__ may raise anything); say why
         report["sampler_reach"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     report["coerced"] = R.COERCED[0] if R.COERCED else None  # the factory's to_numeric calls, seen while it loaded
+    report["text_compared"] = R.TEXT_COMPARED[0] if R.TEXT_COMPARED else None  # its `column == 1`s on text
     try:
         report["read_ahead"] = target_read_ahead(target, model, batches, label)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run

@@ -58,6 +58,28 @@ def note_coerced(arg, out, workspace: str) -> None:
                         "at": _caller(workspace, 3)})
 
 
+TEXT_COMPARED: list = []  # a column of numbers read as text, compared with a number (record mode)
+
+
+def note_text_compared(series, op: str, other, out, workspace: str) -> None:
+    """Record `column == 1` / `column != 1` on a column pandas read as text because a few cells are not numbers
+    ('?', 'n/a'): '1' is not 1, so the comparison is the same for every row and the filter it feeds keeps (!=) or
+    drops (==) them all. Only when most cells are numbers written as text and the result is one value."""
+    vals = [v for v in series.tolist() if isinstance(v, str) and v.strip()]
+    if len(vals) < 10 or len(vals) < 0.5 * len(series):
+        return
+    numeric = [v for v in vals if _num(v) is not None]
+    if len(numeric) < 0.8 * len(vals) or not any(_num(v) == other for v in numeric):
+        return  # the number never occurs as text either: the comparison may mean what it says
+    res = set(out.tolist())
+    if len(res) != 1:
+        return
+    distinct = list(dict.fromkeys(vals))
+    TEXT_COMPARED.append({"column": str(getattr(series, "name", None) or "a column"), "op": op, "value": other,
+                          "values": len(series), "as_text": len(numeric), "result": bool(res.pop()),
+                          "examples": distinct[:4], "at": _caller(workspace, 3)})
+
+
 def _num(v):
     try:
         return float(v)
@@ -234,6 +256,7 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
     coded, busy = [0], [False]
     if plan is None:
         COERCED.clear()  # what this load's to_numeric calls lose, not an earlier one's
+        TEXT_COMPARED.clear()
 
     class DictReader:
         def __init__(self, f, *args, **kwargs):
@@ -338,6 +361,8 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
                 return out
 
             patches.append((pd, "to_numeric", to_numeric))
+            for op in ("__eq__", "__ne__"):
+                patches.append((pd.Series, op, _compared(pd.Series, op, workspace)))
     if plan is not None:
         real_open = builtins.open
 
@@ -355,6 +380,24 @@ def reads(plan: Plan | None, record: list, workspace: str = ""):
         patches += [(builtins, "open", guarded_open), (io, "open", guarded_open)]
     with _stack(patches):
         yield coded
+
+
+def _compared(cls, op: str, workspace: str):
+    real = getattr(cls, op)
+    is_text = sys.modules["pandas"].api.types.is_string_dtype
+
+    def compare(self, other):
+        out = real(self, other)
+        # object dtype, or pandas 3's own text dtype ('str')
+        if isinstance(other, (int, float)) and not isinstance(other, bool) and (
+                self.dtype == object or is_text(self.dtype)):
+            try:
+                note_text_compared(self, "==" if op == "__eq__" else "!=", other, out, workspace)
+            except Exception:  # noqa: BLE001 - an observation; the user's comparison has its answer already
+                pass
+        return out
+
+    return compare
 
 
 @contextmanager
