@@ -49,3 +49,16 @@ def test_a_text_column_compared_with_a_number_is_named_with_its_line(workspace, 
         f = found[0]
         assert f.confidence >= 0.75 and "is_attack != 1" in f.summary and "selects every row" in f.summary
         assert f.location == "target.py:21" and "pd.to_numeric" in f.fix
+
+
+def test_the_text_comparison_check_fails_on_the_bug_and_passes_after_the_fix(workspace):
+    from tools.regression import run_regression_test, write_regression_test
+    target = workspace / "target.py"
+    target.write_text(textwrap.dedent(FLOWS.replace("FILTER", 'flows["is_attack"] != 1')))
+    rep = run(lambda: write_regression_test(workspace_root=workspace, failure_mode="data_pipeline",
+                                            target="target.py:make_target",
+                                            params={"only": ["test_no_text_column_is_compared_with_a_number"]}))
+    assert rep.fails_now and rep.catches_bug and "'is_attack' holds numbers as text" in rep.failure_message, rep
+    target.write_text(textwrap.dedent(FLOWS.replace("FILTER", 'pd.to_numeric(flows["is_attack"], errors="coerce") != 1')))
+    after = run(lambda: run_regression_test(workspace_root=workspace, test_file=workspace / rep.path))
+    assert after.passes_now, after

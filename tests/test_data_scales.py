@@ -156,3 +156,21 @@ def test_a_scaler_fitted_over_the_padding_is_named(workspace, stats, padded):
     if padded:
         assert found[0].confidence >= 0.7 and "with its padding counted in" in found[0].summary
         assert "real (unpadded) steps only" in found[0].fix
+
+
+@pytest.mark.parametrize("body, bug, fix, check", [
+    (PUMP_WINDOWS, "(0, 1)", "(0, 2)", "test_inputs_are_standardised_per_channel"),
+    (PADDED_CYCLES, "X.reshape(-1, 4)", "np.concatenate([s[:L] for s, L in zip(X, lengths)])",
+     "test_padding_is_left_out_of_the_scaler")])
+def test_the_scale_checks_fail_on_the_bug_and_pass_after_the_fix(workspace, body, bug, fix, check):
+    """What triage's next step writes for these findings (params={'only': [check]}, from the factory): the user's
+    pytest run fails on the bug and passes once the scaler is fitted right."""
+    from tools.regression import run_regression_test, write_regression_test
+    key = "AXIS" if body is PUMP_WINDOWS else "STATS"
+    target = inline_target(workspace, body.replace(key, bug))
+    rep = run(lambda: write_regression_test(workspace_root=workspace, failure_mode="data_pipeline", target=target,
+                                            params={"only": [check]}))
+    assert rep.fails_now and rep.catches_bug, rep.failure_message
+    inline_target(workspace, body.replace(key, fix))
+    after = run(lambda: run_regression_test(workspace_root=workspace, test_file=workspace / rep.path))
+    assert after.passes_now, after

@@ -1437,6 +1437,10 @@ CHECK_ALONE = {
     "numbers_coerced": "test_numbers_are_not_coerced_to_nan",  # rows keep labels; one feature is erased for some
     "sampler_short": "test_the_sampler_reaches_every_sample",  # every drawn row keeps its label
     "reads_ahead": "test_predictions_do_not_read_their_own_targets",  # no input column holds the label
+    # the run learns a little: the label and progress checks pass, and a slow learner fails them after the fix too
+    "standardised_across_channels": "test_inputs_are_standardised_per_channel",
+    "padding_in_scaler": "test_padding_is_left_out_of_the_scaler",
+    "text_compared_with_number": "test_no_text_column_is_compared_with_a_number",
 }
 
 WHOLE_RUN_STEPS = 100_000  # past any gallery run's end: the script test then sees the whole run (its timeout bounds it)
