@@ -216,8 +216,7 @@ def alignment(target, model, batches, label, steps, lr_scale=1.0):
         results[kind] = (first, last, held_loss)
     with torch.no_grad():
         model_was = model.training
-        m0 = copy.deepcopy(model)
-        settle_batchnorm(target, m0, train)
+        m0 = copy.deepcopy(model)  # as built: its statistics are part of what "at init" means to the rules
         m0.eval()
         init_held = target.loss(m0, held).detach().float()
         model.train(model_was)
