@@ -174,3 +174,16 @@ def test_the_scale_checks_fail_on_the_bug_and_pass_after_the_fix(workspace, body
     inline_target(workspace, body.replace(key, fix))
     after = run(lambda: run_regression_test(workspace_root=workspace, test_file=workspace / rep.path))
     assert after.passes_now, after
+
+
+def test_a_frozen_backbone_kept_in_eval_mode_keeps_its_loaded_statistics(workspace):
+    """Blind dev shapes_probe_healthy: a linear probe whose model's train() keeps the pretrained backbone in eval
+    mode. Its BatchNorm layers never update, so resetting their statistics to settle them left them at (0, 1) for
+    good: the real-label copy read 1.82 held-out against 1.58 permuted, an alarm on a healthy run."""
+    import shutil
+    shutil.copytree(EXAMPLES / "realistic" / "finetune" / "shapes_probe_healthy", workspace, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("train_fixed.py", "example.json"))
+    rep = run(lambda: P.data_check(workspace, "train.py:make_target"))
+    real, permuted = rep.held_out_loss_real_labels, rep.held_out_loss_permuted_labels
+    assert real is not None and permuted is not None and real < 0.7 * permuted, rep.text()
+    assert not [f for f in rep.findings if f.failure_mode == "data_pipeline" and f.confidence >= 0.5], rep.text()

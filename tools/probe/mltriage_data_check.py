@@ -155,15 +155,19 @@ def settle_batchnorm(target, m, data) -> int:
     held-out batch while the permuted copy, which moved little, does not (dev `cell_phenotype_resnet`: 6.6 against
     1.8, the same spike its own log shows after its first epoch). Recomputing the statistics over the training
     batches is "precise BN" (Wu & Johnson, "Rethinking 'Batch' in BatchNorm", 2021). Returns the layers settled."""
-    bns = [b for b in m.modules() if isinstance(b, torch.nn.modules.batchnorm._BatchNorm) and b.track_running_stats]
+    was = m.training
+    m.train()
+    # only the layers that train mode updates: a frozen backbone kept in eval mode by the model's own train()
+    # normalises with its loaded statistics, which no forward pass here would restore once reset
+    bns = [b for b in m.modules() if isinstance(b, torch.nn.modules.batchnorm._BatchNorm) and b.track_running_stats
+           and b.training]
     if not bns or not data:
+        m.train(was)
         return 0
     momenta = [b.momentum for b in bns]
-    was = m.training
     for b in bns:
         b.reset_running_stats()
         b.momentum = None  # a cumulative average: every batch weighs the same
-    m.train()
     try:
         with torch.no_grad():
             for b in data:
