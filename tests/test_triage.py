@@ -104,6 +104,23 @@ def test_merge_raises_confidence_when_two_steps_agree_but_not_when_one_repeats_i
     assert same[0].confidence == 0.7
 
 
+def test_a_hypothesis_neither_leads_nor_corroborates_nor_shields_another_reading():
+    """data_check's flat-columns hypothesis (0.4) beside a no-signal reading from the log (0.7, symptom_only):
+    leading the merge, it dropped `symptom_only`, so the rule that caps a no-signal reading where the run beat the
+    prior no longer matched, and the two merged to 0.82 (held-out icu_labs_pivot_order: read right for that reason,
+    a flat column of a pivot; a healthy table with a flat column and a weak reading would alarm the same way)."""
+    flat = Finding(failure_mode="data_pipeline", confidence=0.4, summary="4 of the 17 columns hold one value",
+                   facts={"constant_columns": 4, "hypothesis_only": True})
+    no_signal = Finding(failure_mode="data_pipeline", confidence=0.7, summary="val ended no better than the prior",
+                        facts={"symptom_only": True, "labels_no_signal": True})
+    for order in ([("data_check", flat), ("log_metrics", no_signal)], [("log_metrics", no_signal), ("data_check", flat)]):
+        top = merge_findings(order)[0]
+        assert top.summary == "val ended no better than the prior" and top.confidence == 0.7
+        assert top.facts.get("symptom_only") and top.facts.get("labels_no_signal")
+    weak = Finding(failure_mode="data_pipeline", confidence=0.35, summary="weak", facts={"symptom_only": True})
+    assert merge_findings([("data_check", flat), ("init_loss_check", weak)])[0].confidence == 0.4
+
+
 def test_what_is_wrong_leads_a_merge_over_a_symptom_however_corroborated():
     """Dev run char_gpt_y_offset_mismatch: init_loss_check sees that the inputs carry no information (0.7),
     the static rule corroborates it (0.6, merged to 0.88), and sequence_check measures the cause (0.85: targets cut

@@ -1264,7 +1264,7 @@ def constant_columns_finding(i: "InputStat", src: str) -> Finding | None:
         fix="Print the preprocessing output for those columns on a few raw rows: each should vary as its raw "
             "field does; build flags and derived columns before anything fills or casts their source",
         avoid="Do not drop the columns to tidy up before knowing why they are flat",
-        location=i.name, facts={"constant_columns": len(cols)})
+        location=i.name, facts={"constant_columns": len(cols), "hypothesis_only": True})
 
 
 CHANNEL_FLAT = 0.1  # every channel's std under this, in data standardised to unit std along another axis

@@ -177,9 +177,14 @@ def merge_findings(found: list[tuple[str, Finding]]) -> list[Finding]:
                 by_mode[f.failure_mode] = (f.model_copy(deep=True), steps, rank)
             continue
         f_leads = rank > best_rank
+        alone = f.facts.get("hypothesis_only"), best.facts.get("hypothesis_only")
+        if alone[0] != alone[1]:  # a hypothesis never leads another reading of its mode, nor shields it from the
+            f_leads = not alone[0]  # rules that weigh that reading (a no-signal reading's cap, say)
         lead, other = (f, best) if f_leads else (best, f)
         merged = lead.model_copy(deep=True)
         merged.confidence = min(CORROBORATED_CAP, 1 - (1 - f.confidence) * (1 - best.confidence))
+        if any(alone):  # nor does it corroborate: a flat column sits beside a healthy run's weak readings too
+            merged.confidence = max(f.confidence, best.confidence)
         if f.facts.get("norm_scales_with_loss") or best.facts.get("norm_scales_with_loss"):
             # the probe measured the norm and found it no larger than the loss's own scale: a log's guess that
             # the norm grows ("growing loss often comes with a growing norm") is answered, not confirmed
