@@ -2,6 +2,7 @@
 
 import os
 import sys
+import textwrap
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -98,3 +99,9 @@ def no_stray_processes():
             break
         time.sleep(0.1)
     assert not left, f"stray processes: {[(p.pid, p.cmdline()) for p in left]}"
+
+
+def inline_target(ws, body, name="target.py"):
+    """Write a target factory's source (indented freely) into the workspace; return its `file:make_target` spec."""
+    (ws / name).write_text(textwrap.dedent(body))
+    return f"{ws / name}:make_target"

@@ -1,17 +1,11 @@
 """data_check reads how the inputs were scaled and what the held-out comparison is scored with: a standardisation
 taken along the wrong axis, table columns that never vary, and BatchNorm statistics that lag a short training."""
 
-import textwrap
 
 import pytest
 
-from conftest import EXAMPLES, run
+from conftest import EXAMPLES, inline_target, run
 from tools import probes as P
-
-
-def inline_target(ws, body, name="target.py"):
-    (ws / name).write_text(textwrap.dedent(body))
-    return f"{ws / name}:make_target"
 
 
 PUMP_WINDOWS = """

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, run
+from conftest import EXAMPLES, ROOT, inline_target, run
 from tools import probes as P
 from tools.errors import TriageError
 
@@ -30,11 +30,6 @@ def modes(rep):
 
 def line_of(path, text) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
-
-
-def inline_target(ws, body, name="target.py"):
-    (ws / name).write_text(textwrap.dedent(body))
-    return f"{ws / name}:make_target"
 
 
 # ------------------------------------------------------------------ quiet on healthy runs
