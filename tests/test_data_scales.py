@@ -33,6 +33,10 @@ PUMP_WINDOWS = """
 """
 
 
+def std_line(ws):
+    return next(i for i, line in enumerate((ws / "target.py").read_text().splitlines(), 1) if ".std(" in line)
+
+
 @pytest.mark.parametrize("axis, wrong", [("(0, 1)", True), ("(0, 2)", False)])
 def test_a_scaler_fitted_across_the_channels_is_named(workspace, axis, wrong):
     """Blind dev hydraulic_pump_conv1d_ae: mean/std over axis=(0, 1) of channel-first windows gives one mean/std per
@@ -43,6 +47,8 @@ def test_a_scaler_fitted_across_the_channels_is_named(workspace, axis, wrong):
     if wrong:
         assert found[0].confidence >= 0.7 and "along axis 2, not per channel" in found[0].summary
         assert "reduce over every axis except axis 1" in found[0].fix
+        assert found[0].location == f"target.py:{std_line(workspace)}", found[0].location  # where it was fitted
+        assert f"line {std_line(workspace)}: `x.std(axis=(0, 1), keepdims=True)`" in found[0].summary
 
 
 FLAGS = """
@@ -150,6 +156,7 @@ def test_a_scaler_fitted_over_the_padding_is_named(workspace, stats, padded):
     if padded:
         assert found[0].confidence >= 0.7 and "with its padding counted in" in found[0].summary
         assert "real (unpadded) steps only" in found[0].fix
+        assert found[0].location == f"target.py:{std_line(workspace)}", found[0].location
 
 
 @pytest.mark.parametrize("body, bug, fix, check", [

@@ -1962,3 +1962,26 @@ def test_layout_reshapes_finds_the_reshape_that_cut_the_windows_and_nothing_the_
     assert layout_reshapes(code, 3) == [(6, "stream.reshape(n, stream.shape[1], L)")]
     assert layout_reshapes(code, 2) == [(12, "np.reshape(x, (len(x), -1))")]
     assert layout_reshapes("def broken(:", 3) == []
+
+
+def test_scaler_fits_finds_where_a_standardisation_is_fitted_and_no_metric():
+    from tools.static_scan import scaler_fits
+    code = textwrap.dedent("""
+        import numpy as np, torch
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x / x.std(dim=1, keepdim=True)
+        def prepare(x, flat):
+            mu, sd = x.mean(axis=(0, 1)), x.std(axis=(0, 1))
+            return (x - mu) / sd, np.std(flat, axis=0)
+        def evaluate(model, loader):
+            with torch.no_grad():
+                return torch.stack([model(b).var() for b in loader]).std()
+        def train(model, opt, loader):
+            for b in loader:
+                loss = model(b).std()
+                loss.backward()
+                opt.step()
+    """)
+    assert scaler_fits(code) == [(7, "x.std(axis=(0, 1))"), (8, "np.std(flat, axis=0)")]
+    assert scaler_fits("def broken(:") == []

@@ -350,6 +350,48 @@ def test_validation_that_learnt_and_levelled_off_makes_a_stalled_run_the_datas_l
         assert lr_off(slow, faster, _loss(0.680, 0.575), still).confidence == 0.75
 
 
+def test_a_larger_lr_that_memorises_one_batch_must_also_generalise_better_for_a_verdict():
+    """Dev healthy_courier_agg_join (a weak-signal table, Adam 1e-3): one batch 58% at its LR and 95% at 30x, and the
+    loss fell little; only validation levelling off kept it under 0.5. Still improving, it would be a 0.75 verdict
+    on a healthy run. data_check trains a copy on the real labels 40 steps at each LR: held out 0.66 at the run's LR,
+    0.77 at 30x (init 0.70). The larger LR memorises faster and generalises worse: no verdict. The too-small-LR dev
+    runs generalise better at 30x (helpdesk_head_lr_scaled 1.30 -> 1.08, recipe_region_head_lr_div 1.09 -> 0.67)."""
+    from types import SimpleNamespace
+
+    from tools.triage import lr_off, weigh_lr_by_held_out
+
+    slow, faster = _overfit(1e-3, "slow", 0.682, 0.287), _overfit(3e-2, "slow", 0.682, 0.034)
+    verdict = lr_off(slow, faster, _loss(0.680, 0.575))
+    assert verdict.confidence == 0.75
+
+    def held(r, steps=40, i0=0.696):
+        return SimpleNamespace(held_out_loss_real_labels=r, held_out_loss_at_init=i0, alignment_steps=steps)
+
+    [weighed] = weigh_lr_by_held_out([verdict], held(0.661), held(0.774))
+    assert weighed.confidence < 0.5 and "generalises no better" in weighed.summary
+    assert any(e.value == "0.661 / 0.774 / 0.696" for e in weighed.evidence) and "lr_range_test" in weighed.avoid
+    for at_1, at_30 in ((held(1.299, 10, 1.309), held(1.078, 10, 1.309)),  # helpdesk: better at 30x
+                        (held(0.661), held(0.774, steps=20)),  # cut short by time: not comparable
+                        (held(0.661), None), (held(None), held(0.774))):
+        assert weigh_lr_by_held_out([verdict], at_1, at_30)[0].confidence == 0.75
+    # a schedule rule naming the line is not answered by the initial LR's held-out loss
+    ruled = verdict.model_copy(update={"evidence": verdict.evidence + [Evidence(what="rule", value="x", source="s")]})
+    assert weigh_lr_by_held_out([ruled], held(0.661), held(0.774))[0].confidence == 0.75
+
+
+def test_the_log_inside_an_lr_verdict_does_not_corroborate_it_again():
+    """lr_off's verdict already counts the run's flat logged loss; the log's own "a flat loss can be an LR far too
+    low" (0.3) is the same reading, not a second signal: 0.75 stays 0.75, not 0.82."""
+    from tools.triage import lr_off
+
+    verdict = lr_off(_overfit(1e-3, "slow", 0.682, 0.287), _overfit(3e-2, "slow", 0.682, 0.034), _loss(0.680, 0.66))
+    flat = Finding(failure_mode="lr_too_low", confidence=0.3, summary="a flat loss can be an LR far too low")
+    for order in ([("overfit_test", verdict), ("log_metrics", flat)], [("tail_log", flat), ("overfit_test", verdict)]):
+        assert merge_findings(order)[0].confidence == 0.75
+    grads = Finding(failure_mode="lr_too_low", confidence=0.35, summary="updates are tiny")  # independent: counts
+    assert merge_findings([("overfit_test", verdict), ("grad_norm_snapshot", grads)])[0].confidence > 0.8
+
+
 def test_a_run_whose_lr_learns_most_of_one_batch_is_no_too_low_lr_verdict():
     """Dev healthy_review_thaw: a fine-tune at AdamW 5e-5 (frozen backbone for an epoch), loss 0.743 -> 0.610
     (fell little), eval_loss 0.672 -> 0.572 and still improving; one batch loses 72% of its loss in 200 steps at the

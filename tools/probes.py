@@ -19,7 +19,7 @@ from tools.errors import TriageError
 from tools.probe_runner import PROBE_DIR, ProbeOutcome, ProgressFn, choose_python, run_probe
 from tools.failure_modes import crash_fix, crash_mode
 from tools.report import Evidence, Finding, Num, Report, is_finite
-from tools.static_scan import layout_reshapes
+from tools.static_scan import layout_reshapes, scaler_fits
 from tools.workspace import Workspace
 
 INJECT_DIR = PROBE_DIR / "inject"
@@ -1394,6 +1394,7 @@ class DataCheckReport(ProbeReport):
     train_loss_real_labels: list[Num] = Field(default_factory=list, description=(
         "first and last training loss of the copy trained on the real labels (did it fit its batches?)"))
     alignment_note: str | None = None
+    alignment_steps: int | None = None  # the steps each copy trained (cut short by time on a heavy model)
     label_prior_loss: Num = None  # the run's own loss for the best constant prediction (the label prior)
     label_prior_scored_on: str = ""  # "training batches", or the validation loader the constant was scored on
     padding_output_change: Num = None  # how far cutting a row's padding moves its output (0: padding is not read)
@@ -1846,6 +1847,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
                           held_out_loss_real_labels=(al.get("real") or {}).get("held_out_loss"),
                           held_out_loss_permuted_labels=(al.get("permuted") or {}).get("held_out_loss"),
                           held_out_loss_at_init=al.get("held_out_loss_at_init"), alignment_note=al.get("skipped"),
+                          alignment_steps=al.get("steps"),
                           train_loss_real_labels=[(al.get("real") or {}).get(k) for k in ("first_loss", "last_train_loss")]
                           if al.get("real") else [],
                           label_prior_loss=(raw.get("label_prior") or {}).get("loss"),
@@ -2005,23 +2007,48 @@ async def data_check(workspace_root: Path, target: str, python: str | None = Non
     for f in rep.findings:
         if f.facts.get("channels_interleaved"):
             _place_reshape(f, workspace_root, target)
+        if f.facts.get("standardised_across_channels") or f.facts.get("padding_in_scaler"):
+            _place_scaler(f, workspace_root, target)
     return rep
+
+
+def _target_source(workspace_root: Path, target: str) -> tuple[str, str] | None:
+    """(path relative to the workspace, text) of the file the target's factory lives in."""
+    path = (workspace_root / target.split(":", 1)[0]).resolve()
+    if not path.is_relative_to(workspace_root.resolve()) or not path.is_file():
+        return None
+    try:
+        return path.relative_to(workspace_root.resolve()).as_posix(), path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _place_scaler(f: Finding, workspace_root: Path, target: str) -> None:
+    """Name the lines of the target's file that take a std/var outside the model and the training loop: where the
+    standardisation was fitted (the probe sees the scaled tensor, not the line). Up to three; none when more."""
+    src = _target_source(workspace_root, target)
+    sites = scaler_fits(src[1]) if src else []
+    if not sites or len(sites) > 3:
+        return
+    file = src[0]
+    f.location = f"{file}:{sites[0][0]}"
+    if len(sites) == 1:
+        f.summary += f"; the one std/var in {file} outside the model and the training loop is line {sites[0][0]}: " \
+                     f"`{sites[0][1][:100]}`"
+    else:
+        f.summary += f"; the std/var calls in {file} outside the model and the training loop are lines " \
+                     f"{', '.join(str(line) for line, _ in sites)}"
+    f.evidence[:0] = [Evidence(what="code", value=code[:200], source=f"{file}:{line}") for line, code in sites]
 
 
 def _place_reshape(f: Finding, workspace_root: Path, target: str) -> None:
     """Name the line of the target's file that reshaped the batch to channels-first, when exactly one reshape/view
     to that many axes outside the model has no transpose after it (the probe sees the tensor, not where it was cut)."""
-    file = target.split(":", 1)[0]
-    path = (workspace_root / file).resolve()
-    if not path.is_relative_to(workspace_root.resolve()) or not path.is_file():
-        return
-    try:
-        sites = layout_reshapes(path.read_text(errors="replace"), f.facts.get("ndim", 0))
-    except OSError:
-        return
+    src = _target_source(workspace_root, target)
+    sites = layout_reshapes(src[1], f.facts.get("ndim", 0)) if src else []
     if len(sites) == 1:
         line, code = sites[0]
-        file = path.relative_to(workspace_root.resolve()).as_posix()
+        file = src[0]
         f.location = f"{file}:{line}"
         f.summary += f"; the one reshape to that layout in {file} is line {line}: `{code[:100]}`"
         f.evidence.insert(0, Evidence(what="code", value=code[:200], source=f"{file}:{line}"))

@@ -3387,3 +3387,40 @@ def layout_reshapes(source: str, ndim: int) -> list[tuple[int, str]]:
         if len(dims) == ndim and not any(isinstance(d, ast.Starred) for d in dims):
             sites.append((n.lineno, ast.get_source_segment(source, n) or _src(n)))
     return sorted(sites)
+
+
+SPREAD_CALLS = {"std", "var", "nanstd", "nanvar", "std_mean", "var_mean"}
+
+
+def _loop_function(fn: ast.AST) -> bool:
+    """A function that trains or evaluates (backward, no_grad, eval(), an optimizer step): its std/var is a metric."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and (_is_backward(n) or _is_optimizer_step(n) or _name(n) in ("no_grad", "eval",
+                                                                                                  "inference_mode")):
+            return True
+    return False
+
+
+def scaler_fits(source: str) -> list[tuple[int, str]]:
+    """(line, code) of each std/var taken outside an nn.Module and outside the functions that train or evaluate:
+    where a standardisation's statistics are fitted (data_check's scaler findings see the scaled tensor, not the
+    line; a reduction over the wrong axes or over the padding is fitted here). Calls with a tuple of axes first."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    skip = set()
+    for top in ast.walk(tree):
+        if isinstance(top, ast.ClassDef) and any(re.search(r"Module$|^Module", _src(b)) for b in top.bases):
+            skip |= {id(n) for n in ast.walk(top)}
+        elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and _loop_function(top):
+            skip |= {id(n) for n in ast.walk(top)}
+    sites = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and _name(n) in SPREAD_CALLS) or id(n) in skip:
+            continue
+        axes = [k.value for k in n.keywords if k.arg in ("axis", "dim")] + n.args[1 if _src(n.func).split(".")[0]
+                                                                                 in ("np", "numpy", "torch") else 0:][:1]
+        many = any(isinstance(a, (ast.Tuple, ast.List)) for a in axes)
+        sites.append((not many, n.lineno, ast.get_source_segment(source, n) or _src(n)))
+    return [(line, code) for _, line, code in sorted(sites)]
