@@ -2101,3 +2101,35 @@ def test_a_dataset_whose_length_raises_leaves_data_check_running(workspace):
         "        odd = DataLoader(Odd(x, y), batch_size=32)")
     rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
     assert not rep.error and rep.sampler_reach is None and rep.batches_checked > 0, rep.text()
+
+
+RARE_EVENT = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2048, 12, generator=g)
+        y = (torch.rand(2048, generator=g) < torch.sigmoid(-5.3 + x[:, 0])).float()
+        model = nn.Sequential(nn.Linear(12, 32), nn.ACT(), nn.Linear(32, 1), nn.Sigmoid())
+        with torch.no_grad():
+            model[0].weight.mul_(GAIN)
+            model[2].bias.fill_(-5.3)  # the base rate's log-odds: about 0.5% respond
+        return {"model": model, "data": list(zip(x.split(256), y.split(256))),
+                "loss_fn": lambda m, b: F.binary_cross_entropy(m(b[0]).squeeze(1), b[1]),
+                "optimizer": torch.optim.Adam(model.parameters(), 1e-3)}
+"""
+
+
+@pytest.mark.parametrize("act, gain, saturated", [("ReLU", 1, False), ("Tanh", 40, True)])
+def test_a_sigmoid_head_predicting_a_rare_event_is_not_a_saturated_unit(workspace, act, gain, saturated):
+    """A binary head whose last bias is set to the base rate's log-odds (Karpathy's "init well") predicts ~0.5% for
+    every row: its sigmoid sits under 0.01, which is calibration, not a saturated unit. A hidden tanh layer fed
+    40x too large a weight is saturated, and still named."""
+    rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(
+        workspace, RARE_EVENT.replace("ACT", act).replace("GAIN", str(gain)))))
+    head = [a for a in rep.activations if a.op == "sigmoid"]
+    assert head and head[0].saturated_frac >= 0.7 and head[0].is_output, rep.text()
+    sat = [f for f in rep.findings if f.failure_mode == "dead_units" and "saturated" in f.summary]
+    assert bool(sat) == saturated, rep.text()
+    if saturated:
+        assert sat[0].location == "1" and "1 sigmoid/tanh" in sat[0].summary

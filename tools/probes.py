@@ -184,6 +184,7 @@ class ActivationStat(BaseModel):
     dead_unit_frac: Num = Field(None, description="share of units zero for the whole batch (ReLU-like)")
     saturated_frac: Num = Field(None, description="share of outputs in the flat tails (sigmoid/tanh)")
     constant: bool = False
+    is_output: bool = Field(False, exclude=True)  # the model's prediction itself (a sigmoid head), not a hidden layer
 
 
 def _off_healthy_ratio(item: dict) -> float:
@@ -372,7 +373,10 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
                       for a in dead[:6]],
             fix="Check the biases/init feeding these units (negative bias, huge weights), lower the LR, or use LeakyReLU/GELU",
             location=dead[0].module))
-    sat = [a for a in rep.activations if a.kind == "saturating" and is_finite(a.saturated_frac) and a.saturated_frac >= 0.7]
+    # a sigmoid head's output is the prediction: under 1% for a rare event is calibration (a last-layer bias set to
+    # the base rate's log-odds, Karpathy's "init well"), not a saturated unit
+    sat = [a for a in rep.activations if a.kind == "saturating" and is_finite(a.saturated_frac)
+           and a.saturated_frac >= 0.7 and not a.is_output]
     if sat:
         out.append(Finding(
             failure_mode="dead_units", confidence=0.6,

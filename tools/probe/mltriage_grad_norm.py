@@ -136,12 +136,13 @@ def run(job):
     batches = target.batches(steps)
     losses, gnorms = [], []
     recorder = T.ActivationRecorder(model)
-    out_vec = []
+    out_vec, out_at = [], []
 
     def grab_output(m, args, out):
         t = T.prediction(out)
         if t is not None and not out_vec:
             out_vec.append(T._act_vector(t.detach(), "output", "output"))
+            out_at.append(T.storage_of(t))
 
     snap = None
     dead_at_first = None
@@ -198,6 +199,8 @@ def run(job):
     gvals, wvals, uvals = vals[o:o + n_g], vals[o + n_g:o + n_g + n_p], vals[o + n_g + n_p:o + n_g + 2 * n_p]
     o += n_g + 2 * n_p
     acts = T.decode_acts(recorder.records, vals[o:o + 7 * len(act_vecs)])
+    for a, at in zip(acts, recorder.storages):  # the activation that is the prediction (a sigmoid head's)
+        a["is_output"] = bool(out_at) and at == out_at[0] and at != -1
     o += 7 * len(act_vecs)
     output = None
     if out_vec:

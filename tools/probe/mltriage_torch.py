@@ -341,6 +341,7 @@ class ActivationRecorder(TorchFunctionMode):
         self.names = {id(m): n or "(root)" for n, m in model.named_modules()} if model is not None else {}
         self.stack: list = []
         self.records: list = []
+        self.storages: list = []  # per record, the storage its tensor lives in (which one is the model's output?)
         self.max_records = max_records
         self._hooks = []
         self.module_order: list = []
@@ -372,6 +373,7 @@ class ActivationRecorder(TorchFunctionMode):
             inp = next((t for _, t in flatten(args) if t.is_floating_point()), None)
             self.records.append((self.names.get(id(m), type(m).__name__), type(m).__name__, "output", "layer",
                                  _act_vector(out.detach(), "layer", "output", inp)))
+            self.storages.append(storage_of(out))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -382,10 +384,19 @@ class ActivationRecorder(TorchFunctionMode):
             label = self.names.get(id(m), type(m).__name__) if m is not None else "(top level)"
             self.records.append((label, type(m).__name__ if m is not None else None, name, kind,
                                  _act_vector(out.detach(), kind, name)))
+            self.storages.append(storage_of(out))
         return out
 
     def results(self) -> list:
         return decode_acts(self.records, to_floats(*[r[4] for r in self.records])) if self.records else []
+
+
+def storage_of(t: torch.Tensor) -> int:
+    """Where a tensor's data lives: a view (squeeze, reshape) of an activation shares it."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+        return -1
 
 
 def decode_acts(records, vals) -> list:
