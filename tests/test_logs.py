@@ -1255,3 +1255,29 @@ def test_a_warm_restart_is_not_an_lr_collapse(tmp_path):
     sgdr = [round(0.1 * 0.5 * (1 + math.cos(math.pi * ((k + 1) * 0.45 % 2.0) / 2.0)) + 1e-4, 6) for k in range(30)]
     assert any(a > 10 * b for a, b in zip(sgdr, sgdr[1:])) and drops(sgdr) == []
     assert drops([0.1] * 4 + [0.009] * 26)
+
+
+def test_a_phase_tag_keeps_a_pretraining_loss_apart_from_the_fine_tunes(tmp_path):
+    """Dev support_ticket_tiny_transformer (healthy): the script pre-trains its encoder (`[routing-pretrain] epoch
+    1/4 loss 0.9939`) and then fine-tunes with HF Trainer dict lines. Read as one `loss` series, the pre-training's
+    0.12 was the curve's minimum and the fine-tune's 0.75 "gave back 73% of its progress" (lr_too_high 0.45)."""
+    from tools.compare import metric_points
+
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"[routing-pretrain] epoch {e}/4 loss {v}\n" for e, v in
+                            enumerate((0.9939, 0.2424, 0.1162, 0.0877), 1))
+                    + "***** Running training *****\n"
+                    + "".join(f"{{'loss': {v}, 'learning_rate': 0.001, 'epoch': {e}}}\n" for e, v in
+                              ((1.11, 1.9366), (2.22, 1.6566), (3.33, 1.3011), (18.89, 0.7618), (20.0, 0.746))))
+    r = log_metrics(path)
+    series = {s.name: s for s in r.series}
+    assert r.loss_series == "loss" and series["loss"].first == 1.9366 and series["loss"].min == 0.746, r.text()
+    assert series["routing-pretrain:loss"].count == 4
+    assert [v for _, v in metric_points(path, "loss")] == [1.9366, 1.6566, 1.3011, 0.7618, 0.746]
+    # a tag on every line is no phase: torchtitan's `[titan]` keeps the plain names, and levels are not tags
+    for lines in ([f"[titan] 2025-01-08 - root - INFO - step: {i}  loss: {8 - i / 10}" for i in range(1, 6)],
+                  [f"[INFO] step {i} loss {7 - i / 10}" for i in range(1, 6)]):
+        path.write_text("\n".join(lines) + "\n")
+        r = log_metrics(path)
+        assert r.loss_series == "loss" and [s.name for s in r.series if s.kind == "loss"] == ["loss"], r.text()
+        assert len(metric_points(path, "loss")) == 5

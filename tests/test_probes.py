@@ -932,6 +932,37 @@ def test_cutting_a_rows_padding_moves_the_output_only_of_a_model_that_reads_the_
         assert seen["output_change"] < 1e-5, seen  # float rounding only
 
 
+@pytest.mark.parametrize("readout,reads", [("masked_mean", False), ("mean", True)])
+def test_a_loss_function_that_drops_tokens_at_random_is_not_a_model_reading_its_pads(workspace, readout, reads):
+    """Dev support_ticket_tiny_transformer (healthy): a masked encoder and a masked mean, but the loss function drops
+    15% of the tokens at random on every call; cut rows draw other positions than full ones, so cutting the padding
+    moved the output 0.35x the spread between rows and the run alarmed (data_pipeline 0.6). The output's change
+    between two calls on the same rows measures that noise; a mean over the pads still moves it far more."""
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tools" / "probe"))
+    from mltriage_data_check import padding_read
+
+    spec, _ = _reader(workspace, readout)
+
+    def token_dropout(b):
+        x = b[0].masked_fill((b[0] > 0) & (torch.rand(b[0].shape) < 0.15), 29)
+        return (x, *b[1:])
+
+    class Target:
+        model, batches = spec["model"], spec["data"]
+        loss = staticmethod(lambda m, b: spec["loss_fn"](m, token_dropout(b)))
+
+    seen = padding_read(Target, spec["model"], spec["data"], "[2]")
+    assert seen["loss_noise"] > 0.01, seen  # the loss function's own draws move the output
+    found = P._padding_finding(seen, "data_check")
+    assert (found is not None) == reads, seen
+    if reads:
+        assert any("two calls of the loss function" in e.what for e in found.evidence)
+
+
 def test_fixed_length_text_is_not_padding():
     """A language model's blocks of text: the most common token ends many rows but also sits inside them."""
     import sys

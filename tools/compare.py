@@ -27,18 +27,23 @@ MIN_REL_CHANGE = 0.01  # smaller changes of the tail mean are "no_change" whatev
 def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
     """Every (step, value) of the series `name` (case-insensitive), NaN/Inf kept, in file order."""
     want = name.lower()
-    points: list[tuple[float, float]] = []
+    by_key: dict[str, list[tuple[float, float]]] = {}
+    points = by_key.setdefault(name, [])
+
+    def wanted(key):
+        return key.lower() == want or logfields.untagged(key).lower() == want
 
     def sink(key, steps, vals):
-        if key.lower() == want:
-            points.extend((logs._float(s), logs._float(v)) for s, v in zip(steps, vals) if v != "")
+        if wanted(key):
+            got = points if key.lower() == want else by_key.setdefault(key, [])
+            got.extend((logs._float(s), logs._float(v)) for s, v in zip(steps, vals) if v != "")
 
     store = stores.detect(path)
     if store is not None:  # a run directory or a store's file (TensorBoard, W&B, MLflow, ...)
         for key, steps, vals in stores.read(store, lambda k: k.lower() == want):
             sink(key, steps, vals)
         return points
-    parser = logs._Parser(lambda k: k.lower() == want, sink)
+    parser = logs._Parser(wanted, sink)
     try:
         with open(path, "rb") as f:
             if logs._looks_binary(f.read(65536)):
@@ -52,7 +57,9 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
             parser.finish()
     except OSError as e:
         raise logs._open_error(path, e) from e
-    return points
+    tagged = [k for k in by_key if k != name]
+    # log_metrics' rule: a phase tag on every line of the series (`[titan] ...`) is no phase of its own
+    return points if points or len(tagged) != 1 else by_key[tagged[0]]
 
 
 class RunSummary(BaseModel):

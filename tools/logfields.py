@@ -64,6 +64,28 @@ def step_index(pairs: list[tuple[str, str]]) -> int | None:
     return min(ranks)[1] if ranks else None
 
 
+# `[pretrain] epoch 1/4 loss 0.99` then `{'loss': 1.94, 'epoch': 1.11}`: a tag in brackets that opens a line names
+# the phase (a pre-training before the fine-tune, a teacher before the student); its losses are another series.
+# Log levels, ranks and splits are not phases; a tag on every line (`[titan] ...`) is dropped again by log_metrics
+_PHASE_TAG = re.compile(r"^\s*\[([A-Za-z][A-Za-z0-9_\-]*)\]")
+_NOT_PHASE = re.compile(r"(?:info|debug|warn|warning|error|critical|fatal|notice|trace|main|root|"
+                        r"(?:rank|gpu|cuda|worker|default|node|proc|process|device|local)\d*)$", re.I)
+PHASE_SEP = ":"
+
+
+def phase_tag(line: str) -> str | None:
+    m = _PHASE_TAG.match(line)
+    if not m or _NOT_PHASE.match(m[1]) or m[1].lower() in _SPLIT_WORDS or step_rank(m[1]) is not None:
+        return None
+    return m[1]
+
+
+def untagged(key: str) -> str:
+    """`pretrain:loss` -> `loss`: the series name without the phase a bracketed tag gave it."""
+    tag, sep, rest = key.partition(PHASE_SEP)
+    return rest if sep and rest and re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", tag) else key
+
+
 def fields(line: str) -> tuple[list[Field], int | None, bool]:
     """The named values of a line, the index of its step field (None: the line names no step), and whether
     the line can become a template (False when the step is computed, not printed: tqdm bars, timm)."""
@@ -73,16 +95,26 @@ def fields(line: str) -> tuple[list[Field], int | None, bool]:
     found, line_split = _qualified(line, found)
     eb = _EPOCH_BATCH.search(line)
     if eb:
-        return _epoch_batch(found, eb)
+        return _phased(line, *_epoch_batch(found, eb))
     tq = _TQDM.search(line)
     if tq:
-        return _tqdm(found, tq)
+        return _phased(line, *_tqdm(found, tq))
     if line_split:
         found = [_with_split(f, line_split) for f in found]
     step = step_index([(f.key, f.value) for f in found])
     if step is not None and len(found) == 1 and found[0].key.lower().endswith("steps"):
         return [], None, True  # `Total optimization steps = 375`: a setting, not the run's step
-    return found, step, True
+    return _phased(line, found, step, True)
+
+
+def _phased(line: str, found: list[Field], step: int | None, templatable: bool):
+    """The line's losses and metrics named after the phase its opening tag names (the step and the LR are the
+    run's own)."""
+    tag = phase_tag(line)
+    if tag:
+        found = [f._replace(key=f"{tag}{PHASE_SEP}{f.key}") if i != step and kind(f.key) in ("loss", "metric")
+                 else f for i, f in enumerate(found)]
+    return found, step, templatable
 
 
 # `warmup 1 epoch`, `decay 30 epochs`: a count in another unit than the key says; it becomes `warmup_epochs`

@@ -1022,7 +1022,7 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
     store = stores.detect(path, run)  # None: a text log (a directory without a store is refused there)
 
     def wanted(key: str) -> bool:
-        return want is None or key.lower() in want
+        return want is None or key.lower() in want or logfields.untagged(key).lower() in want
 
     def sink(key: str, steps, vals) -> None:
         s = series.get(key)
@@ -1072,11 +1072,25 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
             parser.finish()
         except OSError as e:
             raise _open_error(path, e) from e
+    _drop_lone_tags(series)
     step_source = max(parser.step_keys, key=parser.step_keys.get) if parser.step_keys else "line order"
     report = _summarise(path, done, series, want, names, step_source, parser.config_values(), notes)
     if plot and report.series:
         _plot(report, series, want, Path(path).name)
     return report
+
+
+def _drop_lone_tags(series: dict[str, "_Series"]) -> None:
+    """A phase tag names a series apart only beside the untagged one (`pretrain:loss` before the fine-tune's
+    `loss`); a tag on every line (torchtitan's `[titan]`), the only one its key has, is dropped."""
+    by_plain: dict[str, list[str]] = {}
+    for key in series:
+        by_plain.setdefault(logfields.untagged(key), []).append(key)
+    for plain, keys in by_plain.items():
+        if keys != [plain] and plain not in series and len(keys) == 1:
+            s = series.pop(keys[0])
+            s.name = plain
+            series[plain] = s
 
 
 def _store_metrics(store: "stores.Store", series: dict, want, names, notes: list[str], plot: bool, sink, wanted,

@@ -1484,10 +1484,15 @@ PAD_HARMS = 0.15     # a verdict
 PAD_DOMINATES = 1.0  # the padding moves a row's output more than rows differ from one another
 
 
+NOISE_MARGIN = 2.0  # with a loss function that draws random numbers, the cut must move the output this many times more
+
+
 def _padding_finding(pad: dict, src: str) -> Finding | None:
-    change = pad.get("output_change")
+    change, noise = pad.get("output_change"), pad.get("loss_noise")
     if not is_finite(change) or change < PAD_READ:
         return None
+    if is_finite(noise) and change < NOISE_MARGIN * noise:
+        return None  # the loss function's own draws (token dropout in loss_fn) move the output as much
     dominates = change >= PAD_DOMINATES
     where = f" in {pad['forward_name']}" if pad.get("forward") else ""
     return Finding(
@@ -1497,7 +1502,9 @@ def _padding_finding(pad: dict, src: str) -> Finding | None:
                  f"their outputs by {_fmt(change)}x the spread between rows"
                  + (", more than rows differ from one another" if dominates else "")),
         evidence=[Evidence(what="output change when only the padding is cut / spread of outputs between rows",
-                           value=change, source=src)],
+                           value=change, source=src)]
+        + ([Evidence(what="output change between two calls of the loss function on the same rows (its own "
+                          "random draws)", value=noise, source=src)] if is_finite(noise) and noise > 1e-4 else []),
         location=f"{pad['forward']} ({pad['forward_name']})" if pad.get("forward") else pad.get("tensor"),
         fix=("Make the model see each row's real length: pool with a mask (sum over non-pad steps / length), take "
              "an RNN's output at lengths - 1 or pack with pack_padded_sequence(..., enforce_sorted=False) and use "

@@ -490,31 +490,35 @@ def padding_read(target, model, batches, label) -> dict | None:
     m = copy.deepcopy(model)
     m.eval()
     preds = []
-    for batch in (full, short):
+    # the full rows twice, under two seeds: a loss function that draws random numbers per call (token dropout,
+    # noise added to the inputs) moves the output by itself, and cut rows draw other numbers than full ones
+    for batch, seed in ((full, 0), (short, 0), (full, 1)):
         spy = T.LossSpy()
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         with torch.no_grad(), spy:
             target.loss(m, batch)
         if spy.input is None or not spy.input.is_floating_point():
             return {"skipped": "the loss calls no standard torch loss function on a float prediction"}
         preds.append(spy.input.float())
-    a, c = preds
+    a, c, again = preds
     n = len(keep)
     if a.shape != c.shape:  # per-position outputs: compare each row's content positions
         try:
-            a, c = a.reshape(n, steps, -1), c.reshape(n, width, -1)
+            a, c, again = a.reshape(n, steps, -1), c.reshape(n, width, -1), again.reshape(n, steps, -1)
         except RuntimeError:
             return {"skipped": f"the prediction's shape {list(a.shape)} does not follow the rows and time steps"}
         a = a[:, :width] if side == "right" else a[:, steps - width:]
+        again = again[:, :width] if side == "right" else again[:, steps - width:]
         pos = torch.arange(width)
         mine = content[keep].to(pos.device)[:, None]
         real = (pos[None] < mine) if side == "right" else (pos[None] >= width - mine)
-        a, c = a[real], c[real]
+        a, c, again = a[real], c[real], again[real]
     spread = (a - a.mean(0)).norm()
     scale = spread if float(spread) > 1e-6 * float(a.norm()) else a.norm()
-    v = T.to_floats((c - a).norm() / scale.clamp(min=1e-12))
+    v = T.to_floats((c - a).norm() / scale.clamp(min=1e-12), (again - a).norm() / scale.clamp(min=1e-12))
     return {"tensor": "batch" + path, "side": side, "rows": n, "steps": steps, "cut_to": width,
-            "output_change": v[0], "forward": _forward_of(model), "forward_name": f"{type(model).__name__}.forward"}
+            "output_change": v[0], "loss_noise": v[1], "forward": _forward_of(model),
+            "forward_name": f"{type(model).__name__}.forward"}
 
 
 def _predictions(target, m, batch):
