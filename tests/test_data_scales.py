@@ -51,6 +51,43 @@ def test_a_scaler_fitted_across_the_channels_is_named(workspace, axis, wrong):
         assert f"line {std_line(workspace)}: `x.std(axis=(0, 1), keepdims=True)`" in found[0].summary
 
 
+HAR_WINDOWS = """
+    import numpy as np
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    def make_target():
+        rng = np.random.default_rng(0)
+        n, length = 512, 128
+        acc = 9.8 * rng.random((n, 3, 1)) + 0.5 * rng.standard_normal((n, 3, length))     # tilt + motion, m/s^2
+        gyro = 0.3 * rng.standard_normal((n, 3, length))
+        mag = 40 * rng.random((n, 3, 1)) + 30 * rng.standard_normal((n, 3, length))     # a noisy magnetometer
+        baro = 1008 + 2 * rng.standard_normal((n, 1, length))                            # hPa
+        x = np.concatenate([acc, gyro, mag, baro], axis=1).astype("float32")            # (N, C, T)
+        mean, std = x.mean(axis=AXIS, keepdims=True), x.std(axis=AXIS, keepdims=True)
+        x = torch.from_numpy((x - mean) / std)
+        y = torch.from_numpy(rng.integers(0, 4, n))
+        model = nn.Sequential(nn.Conv1d(10, 16, 5), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 4))
+        return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]), "num_classes": 4}
+"""
+
+
+@pytest.mark.parametrize("axis, wrong", [("(0, 1)", True), ("(0, 2)", False)])
+def test_one_noisy_channel_does_not_hide_a_scaler_fitted_across_the_channels(workspace, axis, wrong):
+    """Blind dev waist_imu_har_cnn1d: axis=(0, 1) on (N, C, T) IMU windows with a 1,008 hPa barometer; every channel
+    but the magnetometer ends under 0.1 std, that one at 0.103, so a rule on the largest channel std missed it (read
+    healthy). The channels' root-mean-square std (0.05) is what says the variation within channels is gone."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, HAR_WINDOWS.replace("AXIS", axis))))
+    found = [f for f in rep.findings if f.facts.get("standardised_across_channels")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if wrong else []), rep.text()
+    if wrong:
+        top = next(e.value for e in found[0].evidence if e.what.startswith("largest std"))
+        rms = next(e.value for e in found[0].evidence if e.what.startswith("root-mean-square"))
+        assert top >= 0.1 > rms, (top, rms)
+
+
 FLAGS = """
     import numpy as np
     import pandas as pd

@@ -1271,25 +1271,31 @@ def constant_columns_finding(i: "InputStat", src: str) -> Finding | None:
         location=i.name, facts={"constant_columns": len(cols), "hypothesis_only": True})
 
 
-CHANNEL_FLAT = 0.1  # every channel's std under this, in data standardised to unit std along another axis
+# the channels' root-mean-square std under this, in data standardised to unit std along another axis: the
+# within-channel variation is under 1% of the variance (dev hydraulic_pump_conv1d_ae 0.02 at most per channel; dev
+# waist_imu_har_cnn1d rms 0.05, one magnetometer channel at 0.103)
+CHANNEL_FLAT = 0.1
 
 
 def across_channels_finding(i: "InputStat", src: str) -> Finding | None:
     """A standardisation whose statistics were taken along the wrong axis: every time step (or pixel row) of the
     batch has mean 0 and std 1, yet each channel is nearly constant, so what told the samples apart was divided away
-    (dev `hydraulic_pump_conv1d_ae`: per-channel stds 0.003-0.024 against 1.0 per time step)."""
+    (dev `hydraulic_pump_conv1d_ae`: per-channel stds 0.003-0.024 against 1.0 per time step; dev
+    `waist_imu_har_cnn1d`: a 1,008 hPa barometer beside accelerometers, stds 0.006-0.103, 0.05 in root mean square)."""
     a = i.standardised_across_channels or {}
     top, lo_hi = a.get("channel_std_max"), a.get("channel_mean_range") or []
-    if not is_finite(top) or top >= CHANNEL_FLAT or len(lo_hi) != 2:
+    rms = a.get("channel_std_rms", top)
+    if not is_finite(rms) or rms >= CHANNEL_FLAT or not is_finite(top) or len(lo_hi) != 2:
         return None
     axis, ch = a["standardised_axis"], a["channel_axis"]
     return Finding(
         failure_mode="data_pipeline", confidence=0.75,
         summary=f"{i.name} {i.shape} was standardised along axis {axis}, not per channel: every index of axis {axis} "
                 f"has mean 0 and std 1, but each of the {a['channels']} channels (axis {ch}) is nearly constant (stds "
-                f"up to {top:.3g}, means {lo_hi[0]:.3g}..{lo_hi[1]:.3g}): the variation within each channel, which "
-                "tells the samples apart, was scaled away",
-        evidence=[Evidence(what=f"largest std of a channel (axis {ch})", value=top, source=src),
+                f"{rms:.3g} in root mean square, up to {top:.3g}; means {lo_hi[0]:.3g}..{lo_hi[1]:.3g}): the "
+                "variation within each channel, which tells the samples apart, was scaled away",
+        evidence=[Evidence(what=f"root-mean-square std of the channels (axis {ch})", value=rms, source=src),
+                  Evidence(what=f"largest std of a channel (axis {ch})", value=top, source=src),
                   Evidence(what="channel means", value=f"{lo_hi[0]:.3g}..{lo_hi[1]:.3g}", source=src)],
         fix=f"Fit the mean/std per channel: reduce over every axis except axis {ch} (for (N, C, L) windows "
             "x.mean(axis=(0, 2)), keepdims), on the training split, and apply the same constants at eval time",

@@ -77,10 +77,11 @@ def standardised_across_channels(x: torch.Tensor, conv1d_channels=()) -> dict | 
             continue
         m, s = stats(d)
         unit = ((m.abs() < UNIT) & ((s - 1).abs() < UNIT)).float().mean()
-        v = T.to_floats(unit, cs.median(), cs.max(), cm.min(), cm.max())
+        v = T.to_floats(unit, cs.median(), cs.max(), cm.min(), cm.max(), cs.square().mean().sqrt())
         if v[0] >= 0.9:
             return {"standardised_axis": d, "channel_axis": channel, "channels": int(x.shape[channel]),
-                    "channel_std_median": v[1], "channel_std_max": v[2], "channel_mean_range": [v[3], v[4]]}
+                    "channel_std_median": v[1], "channel_std_max": v[2], "channel_mean_range": [v[3], v[4]],
+                    "channel_std_rms": v[5]}
     return None
 
 
