@@ -2164,3 +2164,31 @@ def test_a_sigmoid_head_predicting_a_rare_event_is_not_a_saturated_unit(workspac
     assert bool(sat) == saturated, rep.text()
     if saturated:
         assert sat[0].location == "1" and "1 sigmoid/tanh" in sat[0].summary
+
+
+SIGMOID_DECODER = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        r = torch.rand(256, 1, 16, 16, generator=g)
+        maps = torch.where(r < 0.2, 0.0, torch.where(r < 0.9, 0.5, 1.0))   # off-wafer 0, good die 0.5, failing 1
+        model = nn.Sequential(nn.Flatten(), nn.Linear(256, 16), nn.ReLU(), nn.Linear(16, 256), nn.Sigmoid(),
+                              nn.Unflatten(1, (1, 16, 16)))
+        if LEAK:
+            model = nn.Identity()   # an "autoencoder" that hands the input back: it knows the answer at init
+        return {"model": model, "data": [(b,) for b in maps.split(64)], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[0])}
+"""
+
+
+@pytest.mark.parametrize("leak", [False, True])
+def test_an_mse_loss_at_init_is_too_low_only_under_what_a_constant_scores(workspace, leak):
+    """Blind dev wafer_map_conv_ae: a sigmoid decoder starts at 0.5 on every pixel of maps whose good dies are 0.5;
+    its MSE at init (0.10 there, 0.075 here) is far under E[y^2] (0.25-0.28, the chance value for an output at zero)
+    yet no better than the best constant (the variance): triage read data_leakage 0.6. Under half of the variance
+    is knowing."""
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, SIGMOID_DECODER.replace("LEAK", str(leak)))))
+    assert rep.best_constant_loss == pytest.approx(0.0725, abs=0.01), rep.text()
+    assert rep.ratio < 0.5, rep.text()  # under E[y^2]'s half either way: the old rule called both leakage
+    assert (rep.verdict == "too_low") == leak, rep.text()
+    assert any(f.failure_mode == "data_leakage" for f in rep.findings) == leak, rep.text()

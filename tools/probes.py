@@ -982,6 +982,7 @@ class InitLossReport(ProbeReport):
     loss: Num = None
     expected: Num = None
     expected_from: str = ""
+    best_constant_loss: Num = Field(None, description="MSE: the loss of the best constant prediction (the targets' variance)")
     ratio: Num = Field(None, description="loss / expected")
     verdict: Literal["ok", "too_high", "too_low", "unknown", "error"] = "unknown"
     loss_kind: str | None = None
@@ -1021,6 +1022,7 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                          gain=(l["std"] / l["input_std"]) if is_finite(l.get("std")) and is_finite(l.get("input_std"))
                          and l["input_std"] > 0 else None) for l in raw.get("layers", [])]
     rep = InitLossReport(loss=raw.get("loss"), expected=raw.get("expected"), expected_from=raw.get("expected_from", ""),
+                         best_constant_loss=raw.get("best_constant_loss"),
                          loss_kind=raw.get("loss_kind"), logit_std=out.get("std"), logit_mean=out.get("mean"),
                          constant_outputs=out.get("constant"), zero_weight_layers=out.get("zero_weight_layers") or [],
                          output_is_probability=out.get("is_probability"),
@@ -1035,7 +1037,9 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
         rep.ratio = rep.loss / rep.expected
         # MSE from a default-initialised net is E[y^2] + Var(output): several times E[y^2] is normal there
         high = 10.0 if rep.loss_kind == "mse_loss" else 1.5
-        rep.verdict = "too_high" if rep.ratio > high else "too_low" if rep.ratio < 0.5 else "ok"
+        # too low only under what a constant could score: a sigmoid decoder at 0.5 beats an output at zero by itself
+        beats_constant = not is_finite(rep.best_constant_loss) or rep.loss < 0.5 * rep.best_constant_loss
+        rep.verdict = "too_high" if rep.ratio > high else "too_low" if rep.ratio < 0.5 and beats_constant else "ok"
     elif rep.loss is not None and not is_finite(rep.loss):
         rep.findings.append(Finding(failure_mode="nan_inf", confidence=0.9, summary="the loss is already non-finite at init",
                                     evidence=[Evidence(what="loss at init", value=rep.loss, source=src)],

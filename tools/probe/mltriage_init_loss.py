@@ -332,7 +332,12 @@ def run(job):
         loss = spy_loss if math.isfinite(spy_loss) else loss
     out_width = out.shape[-1] if out is not None and out.dim() >= 2 else None
     expected, derivation = expected_loss(spy, target, out_width)
+    # MSE's floor for a model that knows nothing: the best constant's loss, the targets' variance (an untrained
+    # sigmoid decoder predicting 0.5 everywhere sits near it, far under E[y^2])
+    constant = float(spy.target.float().var(unbiased=False)) if spy.name in MSE and spy.target is not None \
+        and spy.target.numel() > 1 else None
     report = {"loss": loss, "total_loss": total, "loss_reduction": spy.reduction, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
+              "best_constant_loss": constant,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
               "layers": [r for r in acts if r["kind"] == "layer"], "training_mode": model.training,
               "eval_mode_modules": eval_mode_modules(model), "slow_norm_stats": slow_norm_stats(model),
