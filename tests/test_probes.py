@@ -309,6 +309,10 @@ def test_a_crawling_one_batch_test_names_both_lr_directions_to_try():
     assert f.failure_mode == "lr_too_low" and f.confidence < 0.5
     assert "lr=0.003" in f.fix and "lr=0.3" in f.fix and "one direction or the other" in f.summary
     assert "raise the LR until" not in f.avoid  # the mode's default advice would send the agent one way
+    # 92% of the way (dev waist_imu_har_cnn1d, short of the 95% mark): the LR moves the model, a remote hypothesis
+    most = P.OverfitReport(outcome="slow", steps_run=200, initial_loss=1.8, final_loss=0.15, drop_fraction=0.9164, lr=0.03)
+    [m] = P.overfit_findings(most, {"loss_kind": "cross_entropy"})
+    assert m.confidence == 0.2 and "fell 92% of the way" in m.summary and "moves the model" in m.summary
 
 
 # ------------------------------------------------------------------ user errors are data, bad specs are errors

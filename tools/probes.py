@@ -938,9 +938,15 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
             # Adam at too high an LR crawls on one batch too (a char LM at 3e-2 stalls where 1e-3 memorises it):
             # which way the LR is off takes a second run, not this one
             lr = rep.lr if is_finite(rep.lr) and rep.lr > 0 else None
-            out.append(Finding(failure_mode="lr_too_low", confidence=0.3,
-                               summary=f"the loss fell only {_fmt(rep.drop_fraction)} of the way on a single batch: "
-                                       "the LR is off in one direction or the other, or something stops the model fitting",
+            fell = rep.drop_fraction if is_finite(rep.drop_fraction) else 0.0
+            # most of the batch learnt, short of the 95% mark: the LR moves the model (triage's ONE_BATCH_LEARNS)
+            mostly = fell >= MOSTLY_LEARNT
+            out.append(Finding(failure_mode="lr_too_low", confidence=0.2 if mostly else 0.3,
+                               summary=(f"the loss fell {fell:.0%} of the way on a single batch in {rep.steps_run} "
+                                        "steps, short of the 95% that counts as memorised: most of it, so the LR "
+                                        "moves the model; a remote hypothesis" if mostly else
+                                        f"the loss fell only {fell:.0%} of the way on a single batch: the LR is off "
+                                        "in one direction or the other, or something stops the model fitting"),
                                evidence=ev, fix=(f"Re-run overfit_test with lr={lr / 10:.3g}, then lr={lr * 10:.3g}: the "
                                                  "one that memorises the batch says which way the LR is off; if neither "
                                                  "does, run grad_norm_snapshot (dead units, vanishing gradients)"
@@ -948,6 +954,9 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                                                  "update ratio) and lr_range_test before tuning anything"),
                                avoid="Do not raise or lower the LR on this alone: one run at one LR cannot say which way"))
     return out
+
+
+MOSTLY_LEARNT = 2 / 3  # a one-batch loss that fell this share of the way was mostly learnt at the run's LR
 
 
 async def overfit_test(workspace_root: Path, target: str, steps: int = 300, lr: float | None = None,
