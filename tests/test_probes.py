@@ -2145,23 +2145,27 @@ RARE_EVENT = """
         g = torch.Generator().manual_seed(0)
         x = torch.randn(2048, 12, generator=g)
         y = (torch.rand(2048, generator=g) < torch.sigmoid(-5.3 + x[:, 0])).float()
-        model = nn.Sequential(nn.Linear(12, 32), nn.ACT(), nn.Linear(32, 1), nn.Sigmoid())
+        model = nn.Sequential(nn.Linear(12, 32), nn.ACT(), nn.Linear(32, 1), *([nn.Sigmoid()] if HEAD else []))
         with torch.no_grad():
             model[0].weight.mul_(GAIN)
             model[2].bias.fill_(-5.3)  # the base rate's log-odds: about 0.5% respond
-        return {"model": model, "data": list(zip(x.split(256), y.split(256))),
-                "loss_fn": lambda m, b: F.binary_cross_entropy(m(b[0]).squeeze(1), b[1]),
+        def loss_fn(m, b):  # the sigmoid in the model's head, or applied to its logits here
+            p = m(b[0]).squeeze(1)
+            return F.binary_cross_entropy(p if HEAD else torch.sigmoid(p), b[1])
+        return {"model": model, "data": list(zip(x.split(256), y.split(256))), "loss_fn": loss_fn,
                 "optimizer": torch.optim.Adam(model.parameters(), 1e-3)}
 """
 
 
-@pytest.mark.parametrize("act, gain, saturated", [("ReLU", 1, False), ("Tanh", 40, True)])
-def test_a_sigmoid_head_predicting_a_rare_event_is_not_a_saturated_unit(workspace, act, gain, saturated):
+@pytest.mark.parametrize("act, gain, saturated, head", [("ReLU", 1, False, True), ("Tanh", 40, True, True),
+                                                         ("ReLU", 1, False, False)])
+def test_a_sigmoid_head_predicting_a_rare_event_is_not_a_saturated_unit(workspace, act, gain, saturated, head):
     """A binary head whose last bias is set to the base rate's log-odds (Karpathy's "init well") predicts ~0.5% for
-    every row: its sigmoid sits under 0.01, which is calibration, not a saturated unit. A hidden tanh layer fed
-    40x too large a weight is saturated, and still named."""
+    every row: its sigmoid sits under 0.01, which is calibration, not a saturated unit, whether the model ends in
+    nn.Sigmoid or the loss function applies torch.sigmoid to its logits. A hidden tanh layer fed 40x too large a
+    weight is saturated, and still named."""
     rep = run(lambda: P.grad_norm_snapshot(workspace, inline_target(
-        workspace, RARE_EVENT.replace("ACT", act).replace("GAIN", str(gain)))))
+        workspace, RARE_EVENT.replace("ACT", act).replace("GAIN", str(gain)).replace("HEAD", str(head)))))
     head = [a for a in rep.activations if a.op == "sigmoid"]
     assert head and head[0].saturated_frac >= 0.7 and head[0].is_output, rep.text()
     sat = [f for f in rep.findings if f.failure_mode == "dead_units" and "saturated" in f.summary]

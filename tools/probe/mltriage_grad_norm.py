@@ -137,6 +137,7 @@ def run(job):
     losses, gnorms = [], []
     recorder = T.ActivationRecorder(model)
     out_vec, out_at = [], []
+    spy = T.LossSpy()  # what the loss is given: a sigmoid applied in the loss function is the prediction too
 
     def grab_output(m, args, out):
         t = T.prediction(out)
@@ -155,7 +156,7 @@ def run(job):
                 if last:
                     h = model.register_forward_hook(grab_output)
                     try:
-                        with recorder:
+                        with recorder, spy:
                             loss = target.loss(model, batch)
                     finally:
                         h.remove()
@@ -199,8 +200,9 @@ def run(job):
     gvals, wvals, uvals = vals[o:o + n_g], vals[o + n_g:o + n_g + n_p], vals[o + n_g + n_p:o + n_g + 2 * n_p]
     o += n_g + 2 * n_p
     acts = T.decode_acts(recorder.records, vals[o:o + 7 * len(act_vecs)])
+    predicted = set(out_at[:1]) | ({T.storage_of(spy.input)} if spy.input is not None else set())
     for a, at in zip(acts, recorder.storages):  # the activation that is the prediction (a sigmoid head's)
-        a["is_output"] = bool(out_at) and at == out_at[0] and at != -1
+        a["is_output"] = at in predicted and at != -1
     o += 7 * len(act_vecs)
     output = None
     if out_vec:
