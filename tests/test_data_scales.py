@@ -198,13 +198,16 @@ def test_a_scaler_fitted_over_the_padding_is_named(workspace, stats, padded):
 
 @pytest.mark.parametrize("body, bug, fix, check", [
     (PUMP_WINDOWS, "(0, 1)", "(0, 2)", "test_inputs_are_standardised_per_channel"),
+    # blind dev waist_imu_har_cnn1d, driven over MCP: the check copied the probe's first rule (every channel's std
+    # under 0.1) and passed on the bug once one noisy channel sat at 0.103
+    (HAR_WINDOWS, "(0, 1)", "(0, 2)", "test_inputs_are_standardised_per_channel"),
     (PADDED_CYCLES, "X.reshape(-1, 4)", "np.concatenate([s[:L] for s, L in zip(X, lengths)])",
      "test_padding_is_left_out_of_the_scaler")])
 def test_the_scale_checks_fail_on_the_bug_and_pass_after_the_fix(workspace, body, bug, fix, check):
     """What triage's next step writes for these findings (params={'only': [check]}, from the factory): the user's
     pytest run fails on the bug and passes once the scaler is fitted right."""
     from tools.regression import run_regression_test, write_regression_test
-    key = "AXIS" if body is PUMP_WINDOWS else "STATS"
+    key = "STATS" if body is PADDED_CYCLES else "AXIS"
     target = inline_target(workspace, body.replace(key, bug))
     rep = run(lambda: write_regression_test(workspace_root=workspace, failure_mode="data_pipeline", target=target,
                                             params={"only": [check]}))
