@@ -57,9 +57,9 @@ def metric_points(path: Path, name: str) -> list[tuple[float, float]]:
             parser.finish()
     except OSError as e:
         raise logs._open_error(path, e) from e
-    tagged = [k for k in by_key if k != name]
     # log_metrics' rule: a phase tag on every line of the series (`[titan] ...`) is no phase of its own
-    return points if points or len(tagged) != 1 else by_key[tagged[0]]
+    lone = logfields.lone_tag(name, [k for k, v in by_key.items() if v])
+    return by_key[lone] if lone is not None else points
 
 
 class RunSummary(BaseModel):

@@ -80,6 +80,13 @@ def phase_tag(line: str) -> str | None:
     return m[1]
 
 
+def lone_tag(plain: str, keys: list[str]) -> str | None:
+    """The one phase-tagged key that stands for `plain`, when the log has no untagged `plain` beside it (a tag every
+    line carries, torchtitan's `[titan]`, names no phase); None otherwise."""
+    tagged = [k for k in keys if k != plain and untagged(k) == plain]
+    return tagged[0] if len(tagged) == 1 and plain not in keys else None
+
+
 def untagged(key: str) -> str:
     """`pretrain:loss` -> `loss`: the series name without the phase a bracketed tag gave it."""
     tag, sep, rest = key.partition(PHASE_SEP)

@@ -1083,12 +1083,10 @@ def log_metrics(path: Path, names: list[str] | None = None, plot: bool = False,
 def _drop_lone_tags(series: dict[str, "_Series"]) -> None:
     """A phase tag names a series apart only beside the untagged one (`pretrain:loss` before the fine-tune's
     `loss`); a tag on every line (torchtitan's `[titan]`), the only one its key has, is dropped."""
-    by_plain: dict[str, list[str]] = {}
-    for key in series:
-        by_plain.setdefault(logfields.untagged(key), []).append(key)
-    for plain, keys in by_plain.items():
-        if keys != [plain] and plain not in series and len(keys) == 1:
-            s = series.pop(keys[0])
+    for plain in {logfields.untagged(k) for k in series}:
+        key = logfields.lone_tag(plain, list(series))
+        if key is not None:
+            s = series.pop(key)
             s.name = plain
             series[plain] = s
 

@@ -937,10 +937,10 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
         else:
             # Adam at too high an LR crawls on one batch too (a char LM at 3e-2 stalls where 1e-3 memorises it):
             # which way the LR is off takes a second run, not this one
+            from tools.triage import ONE_BATCH_LEARNS
             lr = rep.lr if is_finite(rep.lr) and rep.lr > 0 else None
             fell = rep.drop_fraction if is_finite(rep.drop_fraction) else 0.0
-            # most of the batch learnt, short of the 95% mark: the LR moves the model (triage's ONE_BATCH_LEARNS)
-            mostly = fell >= MOSTLY_LEARNT
+            mostly = fell >= ONE_BATCH_LEARNS  # most of the batch learnt, short of the 95% mark: the LR moves the model
             out.append(Finding(failure_mode="lr_too_low", confidence=0.2 if mostly else 0.3,
                                summary=(f"the loss fell {fell:.0%} of the way on a single batch in {rep.steps_run} "
                                         "steps, short of the 95% that counts as memorised: most of it, so the LR "
@@ -954,9 +954,6 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                                                  "update ratio) and lr_range_test before tuning anything"),
                                avoid="Do not raise or lower the LR on this alone: one run at one LR cannot say which way"))
     return out
-
-
-MOSTLY_LEARNT = 2 / 3  # a one-batch loss that fell this share of the way was mostly learnt at the run's LR
 
 
 async def overfit_test(workspace_root: Path, target: str, steps: int = 300, lr: float | None = None,
