@@ -190,3 +190,29 @@ def test_a_log_big_enough_for_scan_workers_gets_the_in_process_answer_over_stdio
     assert got["series"] == expected["series"] and got["shape"] == expected["shape"]
     assert got["findings"] == expected["findings"]
     assert spools() == before
+
+
+def test_a_pretraining_phase_in_the_log_stays_apart_over_stdio(evidence_ws):
+    """log_metrics and compare_runs as the agent calls them: a script that pre-trains before it fine-tunes logs
+    `[pretrain] ... loss` lines first; the run's `loss` is the fine-tune's, the pre-training its own series."""
+    (evidence_ws / "logs").mkdir(exist_ok=True)
+    pre = "".join(f"[pretrain] epoch {e}/4 loss {v}\n" for e, v in enumerate((0.99, 0.24, 0.12, 0.09), 1))
+    for name, end in (("a.log", 0.75), ("b.log", 0.60)):
+        (evidence_ws / "logs" / name).write_text(pre + "".join(
+            f"{{'loss': {1.9 - (1.9 - end) * i / 4:.4f}, 'eval_loss': {1.7 - (1.7 - end) * i / 4:.4f}, 'epoch': {i + 1}}}\n"
+            for i in range(5)))
+
+    async def body():
+        async with stdio_client(evidence_ws) as c:
+            r = await c.call_tool("log_metrics", {"path": "logs/a.log"})
+            assert not r.is_error, text_of(r)
+            s = r.structured_content
+            series = {x["name"]: x for x in s["series"]}
+            assert s["loss_series"] == "loss" and series["loss"]["first"] == 1.9 and series["loss"]["min"] == 0.75
+            assert series["pretrain:loss"]["count"] == 4
+            r = await c.call_tool("compare_runs", {"before": "logs/a.log", "after": "logs/b.log", "metric": "loss"})
+            assert not r.is_error and "0.6" in text_of(r), text_of(r)
+            await expect_error(c, "log_metrics", {"path": "logs/missing.log"}, "missing.log")
+            await still_serving(c)
+
+    run(body)
