@@ -67,7 +67,8 @@ def step_index(pairs: list[tuple[str, str]]) -> int | None:
 # `[pretrain] epoch 1/4 loss 0.99` then `{'loss': 1.94, 'epoch': 1.11}`: a tag in brackets that opens a line names
 # the phase (a pre-training before the fine-tune, a teacher before the student); its losses are another series.
 # Log levels, ranks and splits are not phases; a tag on every line (`[titan] ...`) is dropped again by log_metrics
-_PHASE_TAG = re.compile(r"^\s*\[([A-Za-z][A-Za-z0-9_\-]*)\]")
+_TAG = r"[A-Za-z][A-Za-z0-9_\-]*"
+_PHASE_TAG = re.compile(r"^\s*\[(" + _TAG + r")\]")
 _NOT_PHASE = re.compile(r"(?:info|debug|warn|warning|error|critical|fatal|notice|trace|main|root|"
                         r"(?:rank|gpu|cuda|worker|default|node|proc|process|device|local)\d*)$", re.I)
 PHASE_SEP = ":"
@@ -90,7 +91,7 @@ def lone_tag(plain: str, keys: list[str]) -> str | None:
 def untagged(key: str) -> str:
     """`pretrain:loss` -> `loss`: the series name without the phase a bracketed tag gave it."""
     tag, sep, rest = key.partition(PHASE_SEP)
-    return rest if sep and rest and re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", tag) else key
+    return rest if sep and rest and re.fullmatch(_TAG, tag) else key
 
 
 def fields(line: str) -> tuple[list[Field], int | None, bool]:

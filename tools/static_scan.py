@@ -3362,6 +3362,15 @@ def static_scan(paths: list[Path]) -> StaticScanReport:
 LAYOUT_MOVES = {"transpose", "permute", "swapaxes", "moveaxis", "movedim", "swapdims", "T", "mT"}
 
 
+def _module_nodes(tree: ast.AST) -> set[int]:
+    """ids of every node inside a class that subclasses nn.Module: what the model does, not the data preparation."""
+    inside = set()
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and any(re.search(r"Module$|^Module", _src(b)) for b in cls.bases):
+            inside |= {id(n) for n in ast.walk(cls)}
+    return inside
+
+
 def layout_reshapes(source: str, ndim: int) -> list[tuple[int, str]]:
     """(line, code) of each reshape/view to `ndim` axes outside an nn.Module's methods whose result is not then moved
     (.transpose/.permute/...): where a channels-last array becomes channels-first by reshape alone (data_check's
@@ -3370,10 +3379,7 @@ def layout_reshapes(source: str, ndim: int) -> list[tuple[int, str]]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    in_module = set()
-    for cls in ast.walk(tree):
-        if isinstance(cls, ast.ClassDef) and any(re.search(r"Module$|^Module", _src(b)) for b in cls.bases):
-            in_module |= {id(n) for n in ast.walk(cls)}
+    in_module = _module_nodes(tree)
     moved = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in LAYOUT_MOVES}
     moved |= {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n) in LAYOUT_MOVES for a in n.args[:1]}
     sites = []
@@ -3409,12 +3415,10 @@ def scaler_fits(source: str) -> list[tuple[int, str]]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    skip = set()
-    for top in ast.walk(tree):
-        if isinstance(top, ast.ClassDef) and any(re.search(r"Module$|^Module", _src(b)) for b in top.bases):
-            skip |= {id(n) for n in ast.walk(top)}
-        elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and _loop_function(top):
-            skip |= {id(n) for n in ast.walk(top)}
+    skip = _module_nodes(tree)
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _loop_function(fn):
+            skip |= {id(n) for n in ast.walk(fn)}
     sites = []
     for n in ast.walk(tree):
         if not (isinstance(n, ast.Call) and _name(n) in SPREAD_CALLS) or id(n) in skip:

@@ -508,8 +508,8 @@ def padding_read(target, model, batches, label) -> dict | None:
             a, c, again = a.reshape(n, steps, -1), c.reshape(n, width, -1), again.reshape(n, steps, -1)
         except RuntimeError:
             return {"skipped": f"the prediction's shape {list(a.shape)} does not follow the rows and time steps"}
-        a = a[:, :width] if side == "right" else a[:, steps - width:]
-        again = again[:, :width] if side == "right" else again[:, steps - width:]
+        kept = slice(0, width) if side == "right" else slice(steps - width, steps)  # the steps cut rows keep
+        a, again = a[:, kept], again[:, kept]
         pos = torch.arange(width)
         mine = content[keep].to(pos.device)[:, None]
         real = (pos[None] < mine) if side == "right" else (pos[None] >= width - mine)
