@@ -178,6 +178,51 @@ def test_overfit_fails_on_a_detached_encoder_and_says_broken_graph():
     assert not rep.passed and "broken_graph" in modes(rep), rep.text()
 
 
+HEAD_AT_PRIOR = """
+    import math
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Responder(nn.Module):
+        def __init__(self, dead):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU())
+            self.head = nn.Linear(16, 1)
+            if dead:
+                nn.init.constant_(self.body[2].bias, -50.0)
+            else:
+                nn.init.zeros_(self.head.weight)
+                nn.init.constant_(self.head.bias, math.log(0.05 / 0.95))
+
+        def forward(self, x):
+            return self.head(self.body(x)).squeeze(-1)
+
+    def make_target(dead=DEAD):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(256, 8, generator=g)
+        y = (x[:, 0] + 0.5 * torch.randn(256, generator=g) > 1.6).float()
+        return {"model": Responder(dead), "batch": (x, y),
+                "loss_fn": lambda m, b: F.binary_cross_entropy_with_logits(m(b[0]), b[1]),
+                "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-4)}
+"""
+
+
+def test_a_head_initialised_to_zero_is_not_a_cut_graph(workspace):
+    """A zero-initialised head with its bias at the base rate's log-odds passes no gradient back on the first
+    step only (test `direct_mail_response_tabular_mlp` read dead_units 0.6 from it): the body is judged by every
+    step's gradient. ReLUs a -50 bias keeps off stay zero on every step and still count."""
+    async def body(dead):
+        spec = inline_target(workspace, HEAD_AT_PRIOR.replace("DEAD", str(dead)), f"resp_{dead}.py")
+        return await P.overfit_test(ROOT, spec, steps=60)
+
+    healthy, dead = run(body, False), run(body, True)
+    assert not healthy.passed  # a small LR: the findings of a failed overfit are read
+    assert "dead_units" not in modes(healthy), healthy.text()
+    f = next(f for f in dead.findings if f.failure_mode == "dead_units")
+    assert "5 of 6 trainable parameters got exactly zero gradient on every one of" in f.summary, f.summary
+
+
 # ------------------------------------------------------------------ init_loss_check
 
 def test_init_loss_names_the_output_layer_initialised_too_large():

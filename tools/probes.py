@@ -906,7 +906,7 @@ def overfit_findings(rep: OverfitReport, raw: dict) -> list[Finding]:
                            fix="Run grad_norm_snapshot to name them, then find the .detach()/no_grad that cuts them off"))
     elif raw.get("params_grad_zero"):
         out.append(Finding(failure_mode="dead_units", confidence=0.6,
-                           summary=f"{raw['params_grad_zero']} of {rep.trainable_params} trainable parameters get exactly zero gradient (dead ReLUs, or a cut graph)",
+                           summary=f"{raw['params_grad_zero']} of {rep.trainable_params} trainable parameters got exactly zero gradient on every one of {rep.steps_run} steps (dead ReLUs, or a cut graph)",
                            evidence=ev + [Evidence(what="params with an all-zero gradient", value=raw["params_grad_zero"], source=src)],
                            fix="Run grad_norm_snapshot: it counts dead units per activation and names the layers"))
     elif rep.params_unchanged:

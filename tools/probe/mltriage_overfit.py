@@ -36,7 +36,7 @@ def run(job):
     traj, pending = [], []
     initial = best = None
     passed, outcome, steps_run, threshold = False, None, 0, None
-    grads_none = grads_zero = 0
+    grads_none, still_zero = 0, []
     gnorm0 = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
@@ -52,7 +52,12 @@ def run(job):
         if step == 0:
             grads_none = sum(p.grad is None for p in params)
             gnorm0 = T.norms([p.grad if p.grad is not None else torch.zeros(()) for p in params]).tolist()
-            grads_zero = sum(v == 0.0 for p, v in zip(params, gnorm0) if p.grad is not None)
+            still_zero = [p for p, v in zip(params, gnorm0) if p.grad is not None and v == 0.0]
+        elif still_zero:
+            # a zero-initialised head (its bias at the base rate's log-odds) passes no gradient back on the first
+            # step only: a parameter counts as cut off when its gradient stays zero on every step, not just the first
+            live = T.norms([p.grad if p.grad is not None else torch.zeros(()) for p in still_zero]).tolist()
+            still_zero = [p for p, v in zip(still_zero, live) if v == 0.0]
         pending.append(loss.detach().reshape(()).float())
         try:
             opt.step()
@@ -107,7 +112,7 @@ def run(job):
             "initial_loss": initial, "final_loss": final, "best_loss": best, "threshold": threshold,
             "trajectory": _downsample(traj, 60), "wall_time_s": time.monotonic() - t0, "lr": lr,
             "loss_kind": spy.name, "loss_shapes": spy.shapes, "trainable_params": n, "params_grad_none": grads_none,
-            "params_grad_zero": grads_zero,
+            "params_grad_zero": len(still_zero),
             # unchanged although they had a gradient: left out of the optimizer / lr 0
             "params_unchanged": sum(r == 0.0 and g > 0 for r, g in zip(rel, gnorm0)),
             "median_relative_change": sorted(rel)[len(rel) // 2] if rel else None,
