@@ -1684,6 +1684,81 @@ SPLITS = """
 """
 
 
+VITALS = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    class Vitals(Dataset):
+        def __init__(self, x, y, mu, sd, augment):
+            self.x, self.y, self.mu, self.sd, self.augment = x, y, mu, sd, augment
+            self.g = torch.Generator().manual_seed(1)
+
+        def jitter(self, w):
+            return w * (0.95 + 0.1 * torch.rand(1, generator=self.g)) + 0.1 * torch.randn(w.shape, generator=self.g)
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            w = self.x[i]
+            ORDER
+            return w, self.y[i]
+
+    def windows(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        y = torch.randint(0, 2, (n,), generator=g)
+        base = torch.tensor([80., 16., 0.96, 1.2])        # heart rate, resp. rate, SpO2 fraction, lactate
+        scale = torch.tensor([8., 2., 0.012, 0.3])
+        x = base + scale * torch.randn(n, 24, 4, generator=g)
+        x[:, :, 2] -= 0.02 * y[:, None] * torch.linspace(0, 1, 24)
+        return x, y
+
+    class GRUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru, self.head = nn.GRU(4, 16, batch_first=True), nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.head(self.gru(x)[0][:, -1])
+
+    def make_target():
+        torch.manual_seed(0)
+        (xt, yt), (xv, yv) = windows(512, 0), windows(256, 1)
+        VALSPREAD
+        mu, sd = xt.mean((0, 1)), xt.std((0, 1))
+        train = DataLoader(Vitals(xt, yt, mu, sd, True), batch_size=64, shuffle=True)
+        val = DataLoader(Vitals(xv, yv, mu, sd, False), batch_size=128)
+        return {"model": GRUNet(), "data": list(train)[:4], "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "num_classes": 2, "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3)}
+"""
+
+
+RAW_JITTER = "w = self.jitter(w) if self.augment else w\n            w = (w - self.mu) / self.sd"
+NARROW_VAL = "xv[:, :, 2] = 0.96 + 0.1 * (xv[:, :, 2] - 0.96)"
+
+
+@pytest.mark.parametrize("order, val, apart", [
+    (RAW_JITTER, "", True),
+    ("w = (w - self.mu) / self.sd\n            w = self.jitter(w) if self.augment else w", "", False),
+    ("w = (w - self.mu) / self.sd", "", False),
+    ("w = (w - self.mu) / self.sd", NARROW_VAL, False)])
+def test_augmentation_in_raw_units_on_one_feature_is_named(workspace, order, val, apart):
+    """Jitter and gain meant for standardised units, applied before the z-scoring, swamp the one vital measured
+    as a fraction (SpO2: std 0.012): two reads of the same training rows differ by ~8x that feature's spread in
+    the validation loader, which does not augment (dev `icu_vitals_gru_deterioration`). The same augmentation
+    after the scaler, none, or a validation window where that vital merely varies 10x less (a later, calmer
+    period: dev `bike_station_demand_poisson_mlp`'s last two weeks) is not named."""
+    body = VITALS.replace("ORDER", order).replace("VALSPREAD", val)
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if f.facts.get("augmentation_swamps")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if apart else []), (rep.split_shift, rep.text())
+    if apart:
+        assert "augments feature 2 of batch[0]" in found[0].summary, found[0].summary
+        assert found[0].location.startswith("target.py:") and found[0].confidence >= 0.6
+
+
 @pytest.mark.parametrize("val, apart", [("pass", True), ("xv = (xv - mu) / sd", False),
                                         ("xv = (xv - xv.mean(0)) / xv.std(0)", False)])
 def test_a_validation_loader_prepared_apart_from_training_is_named(workspace, val, apart):
@@ -2245,3 +2320,172 @@ def test_an_mse_loss_at_init_is_too_low_only_under_what_a_constant_scores(worksp
     assert rep.ratio < 0.5, rep.text()  # under E[y^2]'s half either way: the old rule called both leakage
     assert (rep.verdict == "too_low") == leak, rep.text()
     assert any(f.failure_mode == "data_leakage" for f in rep.findings) == leak, rep.text()
+
+
+PRIOR_HEAD = """
+    import math
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(512, 10, generator=g)
+        y = (x[:, 1] + torch.randn(512, generator=g) > 2.6).float()    # ~3% responders
+        head = nn.Linear(32, 1)
+        nn.init.zeros_(head.weight)
+        nn.init.constant_(head.bias, BIAS)
+        model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), head)
+        if LEAK:   # the label copied into column 0, and a model wired to read it: it knows the answer at init
+            x[:, 0] = 2 * y - 1
+            model = nn.Linear(10, 1)
+            with torch.no_grad():
+                model.weight.zero_()
+                model.weight[0, 0] = 30.0
+                model.bias.zero_()
+        return {"model": model, "data": list(zip(x.split(64), y.split(64))),
+                "loss_fn": lambda m, b: F.binary_cross_entropy_with_logits(m(b[0]).squeeze(-1), b[1])}
+"""
+
+
+@pytest.mark.parametrize("bias, leak, too_low", [("math.log(0.03 / 0.97)", False, False), ("0.0", False, False),
+                                                 ("0.0", True, True)])
+def test_a_head_started_at_the_base_rate_is_not_knowing_the_labels(workspace, bias, leak, too_low):
+    """A rare-event head whose bias starts at the base rate's log-odds scores about the label entropy at step 0
+    (0.1-0.25 here), far under ln 2: blind dev card_fraud_entity_embedding_mlp read data_leakage 0.6 from it. Too
+    low is under half of what the best constant scores; a model that reads the labels still is."""
+    body = PRIOR_HEAD.replace("BIAS", bias).replace("LEAK", str(leak))
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    assert 0.05 < rep.best_constant_loss < 0.35, rep.text()
+    assert (rep.verdict == "too_low") == too_low, rep.text()
+    assert any(f.failure_mode == "data_leakage" for f in rep.findings) == too_low, rep.text()
+
+
+COUNTS = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        counts = torch.poisson(torch.rand(256, 24, generator=g) * 3)      # many bins expect under one call
+        head = [nn.Softplus()] if RATE else []
+        model = nn.Sequential(nn.Linear(24, 8), nn.ReLU(), nn.Linear(8, 24), *head)
+        return {"model": model, "data": [(c,) for c in counts.split(64)],
+                "loss_fn": lambda m, b: F.poisson_nll_loss(m(b[0]), b[0]LOG)}
+"""
+
+
+@pytest.mark.parametrize("rate, log, named", [(True, "", True), (True, ", log_input=False", False),
+                                              (False, "", False)])
+def test_a_rate_fed_to_a_poisson_loss_that_expects_a_log_rate_is_named(workspace, rate, log, named):
+    """Blind dev cell_traffic_counts_dense_ae and sku_daily_demand_lstm: the decoder ends in softplus/exp (a rate)
+    but poisson_nll_loss keeps its default log_input=True, so it exponentiates again; the loss falls and goes
+    negative as the right one does. log_input=False, or a head that outputs the log-rate, is not named."""
+    body = COUNTS.replace("RATE", str(rate)).replace("LOG", log)
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if f.facts.get("rate_as_log_rate")]
+    assert [f.failure_mode for f in found] == (["loss_function"] if named else []), rep.text()
+    if named:
+        assert found[0].confidence >= 0.85 and "log_input=False" in found[0].fix
+
+
+GLYPHS = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        imgs = (torch.rand(256, 1, 12, 12, generator=g) > 0.85).float()      # dark background, bright strokes
+        SCALE
+        model = nn.Sequential(nn.Flatten(), nn.Linear(144, 16), nn.ReLU(), nn.Linear(16, 144), nn.Sigmoid(),
+                              nn.Unflatten(1, (1, 12, 12)))
+        return {"model": model, "data": [(b,) for b in imgs.split(64)],
+                "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[0])}
+"""
+
+
+@pytest.mark.parametrize("scale, named", [("imgs = (imgs - imgs.mean()) / imgs.std()", True), ("", False),
+                                          ("imgs = imgs * 0.9 + 0.05", False)])
+def test_targets_a_sigmoid_decoder_cannot_reach_are_named(workspace, scale, named):
+    """Blind dev glyph_images_conv_ae: images standardised with the training mean and SD (-0.44..2.66) for a
+    decoder that ends in a sigmoid; the loss bottoms out high and reads as a weak model. Images left in [0, 1]
+    (or squeezed inside it) are not named."""
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, GLYPHS.replace("SCALE", scale))))
+    found = [f for f in rep.findings if f.facts.get("head_out_of_reach")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()
+    if named:
+        assert "comes out of a sigmoid (0 to 1)" in found[0].summary and found[0].confidence >= 0.7
+
+
+INTENTS = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(256, 12, generator=g)
+        y = torch.randint(0, 4, (256,), generator=g)
+        model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+        crit = nn.CrossEntropyLoss(IGNORE)
+        if TOKENS:   # a tagger: one label per token, padding id 0 ignored
+            model = nn.Linear(12, 4)
+            x, y = x.reshape(32, 8, 12), y.reshape(32, 8)
+            return {"model": model, "data": list(zip(x.split(8), y.split(8))),
+                    "loss_fn": lambda m, b: crit(m(b[0]).reshape(-1, 4), b[1].reshape(-1))}
+        return {"model": model, "data": list(zip(x.split(64), y.split(64))), "num_classes": 4,
+                "loss_fn": lambda m, b: crit(m(b[0]), b[1])}
+"""
+
+
+@pytest.mark.parametrize("ignore, tokens, named", [("ignore_index=0", False, True), ("", False, False),
+                                                   ("ignore_index=-1", False, False), ("ignore_index=0", True, False)])
+def test_a_class_the_loss_ignores_is_named(workspace, ignore, tokens, named):
+    """Blind dev helpdesk_intent_tiny_transformer: the intent head reuses the pretraining loss built with
+    ignore_index=0 (the padding id), and 0 is its largest intent: those rows never train. torch's default, a
+    sentinel outside the classes, or a token-level loss ignoring its padding id is not named."""
+    body = INTENTS.replace("IGNORE", ignore).replace("TOKENS", str(tokens))
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if f.facts.get("class_ignored")]
+    assert [f.failure_mode for f in found] == (["loss_function"] if named else []), rep.text()
+    if named:
+        assert "ignores label 0 (ignore_index=0)" in found[0].summary
+
+
+CHUNKS = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    class Chunks(Dataset):
+        def __init__(self, tokens, block):
+            self.tokens, self.block = tokens, block
+
+        def __len__(self):
+            return (len(self.tokens) - 1) // self.block
+
+        def __getitem__(self, i):
+            start = START
+            chunk = self.tokens[start:start + self.block + 1]
+            return chunk[:-1], chunk[1:]
+
+    class Bigram(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(32, 32)
+
+        def forward(self, x):
+            return self.emb(x)
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        tokens = torch.randint(0, 32, (20_000,), generator=g)
+        loader = DataLoader(Chunks(tokens, 64), batch_size=16, shuffle=True)
+        return {"model": Bigram(), "data": loader,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]).reshape(-1, 32), b[1].reshape(-1))}
+"""
+
+
+@pytest.mark.parametrize("start, named", [("i", True), ("i * self.block", False)])
+def test_windows_that_never_leave_the_start_of_the_stream_are_named(workspace, start, named):
+    """Blind dev recipe_text_char_gpt: chunk i starts at i, not i * block_size, so the 312 items read only the
+    first 1.9% of the stream; the per-step loss falls while validation stays high, which reads as overfitting.
+    Non-overlapping chunks over the whole stream are not named."""
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, CHUNKS.replace("START", start))))
+    found = [f for f in rep.findings if f.facts.get("stream_unreached")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()
+    if named:
+        assert "only ever read the first 1.9% of the stream" in found[0].summary, found[0].summary

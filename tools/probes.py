@@ -988,7 +988,8 @@ class InitLossReport(ProbeReport):
     loss: Num = None
     expected: Num = None
     expected_from: str = ""
-    best_constant_loss: Num = Field(None, description="MSE: the loss of the best constant prediction (the targets' variance)")
+    best_constant_loss: Num = Field(None, description="the loss of the best constant prediction: the targets' variance "
+                                                      "(MSE), the label frequencies' entropy (cross-entropy)")
     ratio: Num = Field(None, description="loss / expected")
     verdict: Literal["ok", "too_high", "too_low", "unknown", "error"] = "unknown"
     loss_kind: str | None = None
@@ -1117,6 +1118,15 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
                                     summary="cross_entropy receives probabilities (rows sum to 1): a double softmax",
                                     facts={"probabilities_into_loss": True},
                                     evidence=ev, fix="Remove the final softmax; cross_entropy applies log_softmax itself"))
+    rate = _rate_read_as_log_rate(raw.get("poisson") or {}, src)
+    if rate:
+        rep.findings.append(rate)
+    skipped = _class_ignored(raw.get("ignored_class") or {}, src)
+    if skipped:
+        rep.findings.append(skipped)
+    short = _head_cannot_reach(raw.get("head_reach") or {}, rep.loss_kind, src)
+    if short:
+        rep.findings.append(short)
     li = raw.get("loss_input") or {}
     shape = (raw.get("loss_shapes") or [[]])[0]
     # one logit per row can sit on one side of 0 by its bias alone; many outputs per row cannot all do so
@@ -1852,6 +1862,125 @@ def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
         facts={"splits_apart": True})
 
 
+def swamping_augmentation_finding(shift: dict | None, src: str) -> Finding | None:
+    """A loader whose augmentation moves one feature several times that feature's own spread in the loader that
+    does not augment: the model trains on noise where validation has the signal (jitter or a gain meant for
+    standardised units applied in raw units, before the scaler)."""
+    sw = (shift or {}).get("augmentation_swamps")
+    if not sw or (shift or {}).get("apart"):
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.65,
+        summary=f"the loader built at {sw['where'] or '?'} ({sw['dataset']}) augments feature {sw['feature']} of "
+                f"{sw['input']} with noise of SD {sw['noise_sd']:.3g} between two reads of the same rows: "
+                f"{sw['noise_over_clean_sd']:.1f}x that feature's whole spread ({sw['clean_sd']:.3g}) in the loader "
+                f"built at {sw['clean_where'] or '?'}, which does not augment. In training that feature is mostly "
+                "noise, so the model learns to ignore it; an augmentation tuned for standardised units applied in "
+                "raw units (before the scaler) does this",
+        evidence=[Evidence(what=f"feature {sw['feature']}: augmentation noise SD / clean SD",
+                           value=sw["noise_over_clean_sd"], source=src),
+                  Evidence(what="features compared", value=sw["features"], source=src)],
+        location=sw["where"],
+        fix="Augment after the scaler, in the units the noise and gain were chosen for (or scale the noise per "
+            "feature); then check a batch's per-feature SD against validation's",
+        avoid="Do not regularise or early-stop: the model is trained on a drowned copy of that feature",
+        facts={"augmentation_swamps": True})
+
+
+IGNORED_SHARE = 0.05  # rows of the first batch whose label the loss ignores: one stray row is not the finding
+
+
+def _class_ignored(ic: dict, src: str) -> Finding | None:
+    """cross_entropy(ignore_index=k) with k one of the classes of a per-example classifier: every row of class k
+    is dropped from the loss, so that class is never learnt nor predicted, while the loss over the other rows
+    looks normal (blind dev `helpdesk_intent_tiny_transformer`: the pretraining loss's padding id 0 reused for the
+    intent head, where 0 is the largest intent)."""
+    if not ic or not is_finite(ic.get("share")) or ic["share"] < IGNORED_SHARE:
+        return None
+    k = ic["ignore_index"]
+    return Finding(
+        failure_mode="loss_function", confidence=0.8,
+        summary=f"the cross-entropy ignores label {k} (ignore_index={k}), which is one of the {ic['classes']} classes "
+                f"the head scores and {ic['share']:.0%} of the first batch's rows: those rows never train, so class "
+                f"{k} is never learnt and never predicted, while the loss over the rest looks normal",
+        evidence=[Evidence(what=f"rows labelled {k}", value=f"{ic['share']:.0%} of {ic['rows']}", source=src),
+                  Evidence(what="ignore_index", value=k, source=src)],
+        fix=f"Build this head's loss without ignore_index (or with -100, torch's default); keep ignore_index={k} "
+            "only for the token-level loss whose padding it names",
+        avoid="Do not reweight the classes or tune the LR: the class is removed from the loss",
+        facts={"class_ignored": True})
+
+
+HEAD_OUT_OF_REACH = 0.1  # share of target values outside the head's range: a few outliers are not the finding
+
+
+def _head_cannot_reach(hr: dict, loss: str | None, src: str) -> Finding | None:
+    """A prediction squashed by a sigmoid (0..1) or tanh (-1..1) scored against targets of which a good share lie
+    outside that range: the loss has a floor no training removes, and the log reads as a weak model (blind dev
+    `glyph_images_conv_ae`: images standardised to -0.44..2.66 for a sigmoid decoder)."""
+    if not hr or not is_finite(hr.get("target_outside")) or hr["target_outside"] < HEAD_OUT_OF_REACH:
+        return None
+    lo, hi = hr["range"]
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=f"the prediction {loss} scores comes out of a {hr['op']} ({lo:g} to {hi:g}), but "
+                f"{hr['target_outside']:.0%} of the target values lie outside that range (they span "
+                f"{hr['target_min']:.3g} to {hr['target_max']:.3g}): no weight can reach them, so the loss keeps a "
+                "floor that reads as a weak model",
+        evidence=[Evidence(what=f"share of targets outside {hr['op']}'s range", value=hr["target_outside"], source=src),
+                  Evidence(what="target min, max", value=f"{hr['target_min']:.3g}, {hr['target_max']:.3g}", source=src)],
+        fix=f"Scale the targets into the {hr['op']}'s range (min-max to [{lo:g}, {hi:g}] instead of a z-score), or "
+            f"drop the final {hr['op']} and let the head output unbounded values",
+        avoid="Do not train longer or widen the model: the unreachable part of the loss stays",
+        facts={"head_out_of_reach": True})
+
+
+def _rate_read_as_log_rate(po: dict, src: str) -> Finding | None:
+    """poisson_nll_loss with log_input=True (its default, and nn.PoissonNLLLoss's) computes exp(input) - y*input:
+    it reads the prediction as a log-rate, which is negative wherever the expected count is under 1. A prediction
+    that is >= 0 on every element at init is a rate already (an exp, a softplus, a ReLU head), so the loss
+    exponentiates it a second time and the model learns log-counts, stuck at a rate of 1 for every rare bin."""
+    if not po.get("log_input") or po.get("elements", 0) < 16 or not is_finite(po.get("input_min")) \
+            or po["input_min"] < 0:
+        return None
+    # conclusive from the call itself, so it ranks above what training under it shows (blind dev
+    # sku_daily_demand_lstm: a head ReLU 38% dead at init, 73% after the script's own steps)
+    return Finding(
+        failure_mode="loss_function", confidence=0.85,
+        summary=f"poisson_nll_loss reads its input as a log-rate (log_input=True) but all {po['elements']} predictions "
+                f"are >= 0 (the smallest {po['input_min']:.3g}): the model already outputs a rate (exp/softplus), so "
+                "the loss exponentiates it again and no expected count can go under 1",
+        evidence=[Evidence(what="smallest prediction fed to poisson_nll_loss", value=po["input_min"], source=src),
+                  Evidence(what="log_input", value=True, source=src)],
+        fix="Pass log_input=False (nn.PoissonNLLLoss(log_input=False)) when the model outputs the rate, or drop the "
+            "final exp/softplus and keep log_input=True",
+        avoid="Do not tune the LR or the model: the loss is the wrong one for this output",
+        facts={"rate_as_log_rate": True})
+
+
+STREAM_REACH = 0.5  # share of its stored stream a windowed dataset's items can ever read
+
+
+def stream_reach_finding(r: dict | None, src: str) -> Finding | None:
+    """A dataset that cuts windows from a stream it stores, whose last item ends early in that stream: every epoch
+    serves the same first stretch of the data, so training memorises it and validation reads as overfitting."""
+    if not r or r.get("reach", 1.0) >= STREAM_REACH:
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.75,
+        summary=f"{r['dataset']} (built at {r['where'] or '?'}) has {r['items']} items cut from its "
+                f"{r['length']}-long `{r['stream']}`, but its last item ends at position {r['read_up_to']}: the items "
+                f"only ever read the first {r['reach']:.1%} of the stream (a window start of i where i * block_size "
+                "or i * stride was meant), so training sees that stretch over and over",
+        evidence=[Evidence(what="share of the stream the items read", value=r["reach"], source=src),
+                  Evidence(what="items, stream length", value=f"{r['items']}, {r['length']}", source=src)],
+        location=r["where"],
+        fix="Start item i at i * block_size (or i * stride) in __getitem__, and check that the last item ends "
+            "near the stream's end",
+        avoid="Do not regularise or early-stop for the overfitting: the model has seen a sliver of the data",
+        facts={"stream_unreached": True})
+
+
 def measured(raw: dict, key: str) -> dict | None:
     """The record a data_check part returned, or None when it was skipped (its reason is in `raw`)."""
     got = raw.get(key)
@@ -1954,7 +2083,7 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad = _padding_finding(raw.get("padding") or {}, src)
     if pad:
         rep.findings.append(pad)
-    shift = split_shift_finding(rep.split_shift, src)
+    shift = split_shift_finding(rep.split_shift, src) or swamping_augmentation_finding(rep.split_shift, src)
     if shift:
         rep.findings.append(shift)
     unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)
@@ -1978,6 +2107,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     few = sampler_reach_finding(rep.sampler_reach, src)
     if few:
         rep.findings.append(few)
+    short = stream_reach_finding(measured(raw, "stream_reach"), src)
+    if short:
+        rep.findings.append(short)
     peeks = read_ahead_finding(rep.read_ahead, src)
     if peeks:
         rep.findings.append(peeks)

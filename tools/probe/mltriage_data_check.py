@@ -668,6 +668,10 @@ def batch_mixing(ys: list) -> dict | None:
 # how far a loader's inputs may sit from the training batches' before they are "prepared differently": healthy
 # validation splits of the dev gallery sit within 0.1 training SDs (median over features), spread within 0.9-1.1x
 SHIFT_MATCH, SHIFT_APART, SPREAD_APART = 0.3, 1.0, 3.0
+# augmentation noise on one feature (two reads of the same rows apart) this many times that feature's spread in a
+# loader that does not augment: the augmentation drowns the feature (healthy jitter on standardised inputs: ~0.1x;
+# a random crop or shift moves a pixel or a step by about its own spread: ~1x)
+AUG_SWAMPS = 3.0
 
 
 CLASS_ROWS = 10  # a class needs this many rows in the batches read for its frequency to be judged
@@ -727,6 +731,52 @@ def _feature_stats(ts):
     return f.mean(0), f.std(0)
 
 
+def _read(loader) -> dict:
+    flat: dict = {}
+    for b in _loader_batches(loader):
+        for path, t in T.flatten(b, "batch"):
+            flat.setdefault(path, []).append(t)
+    return flat
+
+
+def _read_noise(first, second) -> torch.Tensor | None:
+    """Per feature, the SD of what changes between two reads of the same rows (0 where the reads agree)."""
+    if not first or not second or len(first) != len(second) or not first[0].is_floating_point() \
+            or any(x.shape != y.shape for x, y in zip(first, second)):
+        return None
+    d = torch.cat([feature_view(x.detach()) - feature_view(y.detach()) for x, y in zip(first, second)])
+    d = torch.where(torch.isfinite(d), d, torch.zeros(()))
+    return d.pow(2).mean(0).sqrt() / math.sqrt(2)
+
+
+def augmentation_swamps(reads, path) -> dict | None:
+    """A loader that augments (two reads of the same rows differ) beside one that does not: the feature whose
+    augmentation noise is largest against that feature's spread in the clean loader, when it is AUG_SWAMPS or more
+    (dev `icu_vitals_gru_deterioration`: jitter and gain meant for standardised units applied to raw SpO2, a
+    fraction with SD 0.012, before the z-scoring: 8x its spread). A validation window that merely varies less than
+    training (a seasonal feature over two weeks) is no augmentation and is not read here."""
+    noisy, clean = [], []
+    for loader, where, first, second in reads:
+        noise = _read_noise(first.get(path), second.get(path))
+        if noise is not None:
+            (noisy if bool((noise > 0).any()) else clean).append((loader, where, first[path], noise))
+    best = None
+    for loader, where, _, noise in noisy:
+        for cl, cwhere, rows, _ in clean:
+            sd = _feature_stats(rows)[1]
+            if sd.shape != noise.shape:
+                continue
+            ratio = torch.where(sd > 0, noise / sd.clamp_min(1e-30), torch.zeros(()))
+            i = int(ratio.argmax())
+            r = float(ratio[i])
+            if r >= AUG_SWAMPS and (best is None or r > best["noise_over_clean_sd"]):
+                best = {"input": path, "feature": i, "features": int(sd.numel()), "noise_over_clean_sd": r,
+                        "noise_sd": float(noise[i]), "clean_sd": float(sd[i]), "where": where,
+                        "dataset": type(loader.dataset).__name__, "clean_where": cwhere,
+                        "clean_dataset": type(cl.dataset).__name__}
+    return best
+
+
 def _pooled_shift(ts, other) -> tuple[float, float]:
     """How far `other`'s values sit from `ts`'s, every value of every column pooled: (mean shift in SDs, SD ratio)."""
     a = torch.cat([t.detach().reshape(-1).float() for t in ts])
@@ -746,11 +796,7 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
     reads, errors = [], []
     for loader, where in getattr(target, "loaders", [])[:4]:
         try:
-            flat = {}
-            for b in _loader_batches(loader):
-                for path, t in T.flatten(b, "batch"):
-                    flat.setdefault(path, []).append(t)
-            reads.append((loader, where, flat))
+            reads.append((loader, where, _read(loader), _read(loader)))  # twice: does the loader augment?
         except Exception as e:  # noqa: BLE001 - an iterable dataset, a collate that needs the sampler: not read
             errors.append(f"{where}: {type(e).__name__}: {e}"[:200])
     if len(reads) < 2:
@@ -766,7 +812,7 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
         live = sd > 1e-6 * (1 + mu.abs())
         if not bool(live.any()):
             continue
-        for i, (loader, where, flat) in enumerate(reads):
+        for i, (loader, where, flat, _) in enumerate(reads):
             other = [t for t in flat.get(path, []) if t.is_floating_point() and t.shape[1:] == ts[0].shape[1:]
                      or t.is_floating_point() and t.dim() == ts[0].dim() and t.shape[-1] == ts[0].shape[-1]]
             if not other:
@@ -790,8 +836,10 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
     apart = [o for o in out if o["mean_shift_sd"] >= SHIFT_APART
              or not 1 / SPREAD_APART < o["spread_ratio"] < SPREAD_APART]
     worst = max(out, key=lambda o: o["mean_shift_sd"] + abs(math.log(max(o["spread_ratio"], 1e-9))))
+    swamped = [sw for sw in (augmentation_swamps(reads, path) for path in tensors) if sw]
     return {"loaders": len(reads), "matched": bool(matched),
-            "apart": apart[0] if matched and apart else None, "worst": worst}
+            "apart": apart[0] if matched and apart else None, "worst": worst,
+            "augmentation_swamps": max(swamped, key=lambda sw: sw["noise_over_clean_sd"]) if swamped else None}
 
 STORED_BYTES = 256 << 20  # copy at most this much of a dataset's stored arrays to compare before/after reads
 
@@ -839,6 +887,64 @@ def _changed(a, b) -> int:
     if a.shape != b.shape:
         return a.numel()
     return int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
+
+
+REACH_READS = 16  # items read, spread over the dataset's index range
+
+
+def _int_stream(ds, items: int):
+    """(attribute, array) of the longest 1-D integer array or tensor a dataset keeps that is at least twice as long
+    as the dataset has items: a token stream that __getitem__ cuts into windows (a table keeps one row per item)."""
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    best = None
+    for k, v in list(vars(ds).items()) if hasattr(ds, "__dict__") else []:
+        if isinstance(v, torch.Tensor) and v.dim() == 1 and not v.is_floating_point() and v.dtype != torch.bool:
+            n = v.shape[0]
+        elif np is not None and isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu":
+            n = v.shape[0]
+        else:
+            continue
+        if n >= 2 * items and (best is None or n > best[2]):
+            best = (k, v, n)
+    return best
+
+
+def stream_reach(target) -> dict | None:
+    """How far into the token stream a windowed dataset stores do its items read? The stream is swapped for its
+    own positions (0, 1, 2, ...) in a shallow copy of the dataset and items spread over the index range are read:
+    a window is a run of consecutive positions, and the last item's end says how much of the stream the dataset
+    can ever serve. A window start of `i` where `i * block_size` was meant serves the first len/block_size + block
+    tokens over and over (blind dev `recipe_text_char_gpt`: 1.5% of the training text)."""
+    for loader, where in getattr(target, "loaders", [])[:4]:
+        ds = getattr(loader, "dataset", None)
+        try:
+            n = len(ds)
+        except TypeError:
+            continue
+        found = _int_stream(ds, n) if n >= 8 else None
+        if found is None:
+            continue
+        name, stream, length = found
+        clone = copy.copy(ds)
+        pos = torch.arange(length) if isinstance(stream, torch.Tensor) else __import__("numpy").arange(length)
+        setattr(clone, name, pos)
+        top, windows = -1, 0
+        try:
+            for i in sorted({int(round(j * (n - 1) / (REACH_READS - 1))) for j in range(REACH_READS)}):
+                for _, t in T.flatten(clone[i]):
+                    t = torch.as_tensor(t).reshape(-1)
+                    if t.numel() > 1 and not t.is_floating_point() and bool((t.diff() == 1).all()):
+                        windows += 1
+                        top = max(top, int(t.max()))
+        except Exception:  # noqa: BLE001 - __getitem__ maps the values (a vocabulary lookup): positions say nothing
+            continue
+        if windows:
+            return {"where": where, "dataset": type(ds).__name__, "stream": name, "length": length, "items": n,
+                    "read_up_to": top, "reach": (top + 1) / length}
+    return None
 
 
 def reads_change_data(target, samples=64) -> dict | None:
@@ -1085,6 +1191,10 @@ def run(job):
         report["reads_change_data"] = reads_change_data(target)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["reads_change_data"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    try:
+        report["stream_reach"] = stream_reach(target)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["stream_reach"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     try:
         report["sampler_reach"] = sampler_reach(target)
     except Exception as e:  # noqa: BLE001 - advisory (a custom dataset's __len__ may raise anything); say why

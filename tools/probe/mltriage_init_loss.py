@@ -23,6 +23,63 @@ BCE = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 MSE = ("mse_loss",)
 
 
+BOUNDED = {"sigmoid": (0.0, 1.0), "sigmoid_": (0.0, 1.0), "tanh": (-1.0, 1.0), "tanh_": (-1.0, 1.0)}
+REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy")
+
+
+def head_reach(spy, rec) -> dict | None:
+    """When the prediction a regression-style loss reads is a sigmoid's or tanh's output: its range and the share of
+    target values outside it (with a 2% margin), which no weight can ever reach."""
+    if spy.name not in REGRESSION_LOSSES or spy.input is None or spy.target is None \
+            or not spy.target.is_floating_point() or spy.target.numel() < 16:
+        return None
+    at = T.storage_of(spy.input)
+    op = next((r[2] for r, st in zip(rec.records, rec.storages) if st == at and st != -1 and r[2] in BOUNDED), None)
+    if op is None:
+        return None
+    lo, hi = BOUNDED[op]
+    margin = 0.02 * (hi - lo)
+    y = spy.target.float()
+    outside, ymin, ymax = T.to_floats(((y < lo - margin) | (y > hi + margin)).float().mean(), y.min(), y.max())
+    return {"op": op.rstrip("_"), "range": [lo, hi], "target_outside": outside, "target_min": ymin, "target_max": ymax}
+
+
+def ignored_class(spy, batch) -> dict | None:
+    """A per-example classification (one label per row of the batch) whose cross-entropy ignores a label that is
+    one of the output's classes: that class's rows never train (a tagger's padding id reused for a sentence
+    classifier). A token-level loss flattened to one label per token (logits.view(-1, V)) has more labels than
+    the batch has rows, and its ignore_index is its padding: not read."""
+    ii, y, x = spy.ignore_index, spy.target, spy.input
+    if spy.name not in CE or not isinstance(ii, int) or y is None or x is None or y.is_floating_point() \
+            or y.dim() != 1 or x.dim() != 2 or not 0 <= ii < x.shape[1] or y.numel() < 8:
+        return None
+    if not any(t.dim() >= 2 and t.shape[0] == y.numel() for _, t in T.flatten(batch)):
+        return None
+    share = T.to_floats((y == ii).float().mean())[0]
+    return {"ignore_index": ii, "classes": int(x.shape[1]), "share": share, "rows": int(y.numel())} if share > 0 else None
+
+
+def best_constant_loss(spy) -> float | None:
+    """The floor of a model that knows nothing about its inputs, from the first batch's targets: under MSE the
+    targets' variance (an untrained sigmoid decoder at 0.5 everywhere sits near it, far under E[y^2]); under a
+    binary or categorical cross-entropy the entropy of the label frequencies (a head whose bias starts at the base
+    rate's log-odds, Karpathy's "init well", scores it at step 0: dev `card_fraud_entity_embedding_mlp`, 0.22
+    against ln 2)."""
+    y = spy.target
+    if y is None or y.numel() < 2:
+        return None
+    if spy.name in MSE:
+        return float(y.float().var(unbiased=False))
+    if spy.name in BCE and y.is_floating_point():
+        p = float(y.float().mean().clamp(1e-7, 1 - 1e-7))
+        return -(p * math.log(p) + (1 - p) * math.log(1 - p))
+    if spy.name in CE and not y.is_floating_point():
+        counts = torch.bincount(y[y >= 0].reshape(-1).long())
+        f = counts[counts > 0].float() / counts.sum()
+        return float(-(f * f.log()).sum())
+    return None
+
+
 def expected_loss(spy, target, out_width):
     """(value, how it was derived) or (None, why not)."""
     if spy.name in CE:
@@ -332,10 +389,7 @@ def run(job):
         loss = spy_loss if math.isfinite(spy_loss) else loss
     out_width = out.shape[-1] if out is not None and out.dim() >= 2 else None
     expected, derivation = expected_loss(spy, target, out_width)
-    # MSE's floor for a model that knows nothing: the best constant's loss, the targets' variance (an untrained
-    # sigmoid decoder predicting 0.5 everywhere sits near it, far under E[y^2])
-    constant = float(spy.target.float().var(unbiased=False)) if spy.name in MSE and spy.target is not None \
-        and spy.target.numel() > 1 else None
+    constant = best_constant_loss(spy)
     report = {"loss": loss, "total_loss": total, "loss_reduction": spy.reduction, "batch_losses": loss_vals, "expected": expected, "expected_from": derivation,
               "best_constant_loss": constant,
               "loss_kind": spy.name, "loss_shapes": spy.shapes, "num_classes": target.num_classes, "output": out_stats,
@@ -346,6 +400,14 @@ def run(job):
     if spy.input is not None and spy.input.is_floating_point() and spy.input.numel():
         lo, hi = T.to_floats(spy.input.min(), spy.input.max())
         report["loss_input"] = {"min": lo, "max": hi, "n": spy.input.numel()}
+    ignored = ignored_class(spy, batches[0])
+    if ignored is not None:
+        report["ignored_class"] = ignored
+    reach = head_reach(spy, rec)
+    if reach is not None:
+        report["head_reach"] = reach
+    if spy.poisson is not None:
+        report["poisson"] = {**spy.poisson, "input_min": T.to_floats(spy.poisson["input_min"])[0]}
     reconstructs = spy.target is not None and spy.target.data_ptr() in fed
     try:
         report["rows_mixed"] = rows_mixed(target, model, batches[0])

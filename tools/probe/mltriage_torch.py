@@ -485,10 +485,17 @@ class LossSpy(TorchFunctionMode):
         self.value = None        # what that loss call returned
         self.reduction = None
         self.weight = None       # the per-class weight a cross-entropy / NLL call was given, if any
+        self.poisson = None      # a Poisson NLL call: is its input read as a log-rate, and its smallest value
+        self.ignore_index = None  # a cross-entropy / NLL call's ignore_index
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name == "poisson_nll_loss" and self.poisson is None and args and isinstance(args[0], torch.Tensor) \
+                and args[0].is_floating_point() and args[0].numel():
+            log_input = kwargs.get("log_input", args[2] if len(args) > 2 else True)
+            self.poisson = {"log_input": bool(log_input), "input_min": args[0].detach().min(),
+                            "elements": args[0].numel()}
         if self.name is None and name in LOSSES:
             vals = list(args) + [kwargs.get("input"), kwargs.get("target")]
             ts = [v for v in vals if isinstance(v, torch.Tensor)]
@@ -499,6 +506,8 @@ class LossSpy(TorchFunctionMode):
                 weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
                 if name in ("cross_entropy", "nll_loss") and isinstance(weight, torch.Tensor):
                     self.weight = weight.detach().float().cpu()
+                if name in ("cross_entropy", "nll_loss"):
+                    self.ignore_index = kwargs.get("ignore_index", args[4] if len(args) > 4 else -100)
                 out = func(*args, **kwargs)
                 if isinstance(out, torch.Tensor):
                     self.value = out.detach()
