@@ -1774,3 +1774,33 @@ def test_numbers_coerced_to_nan_fail_the_coercion_test_alone(workspace):
     (workspace / "train.py").write_text(textwrap.dedent(LISTINGS.replace("READ", ", thousands=','")))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_a_class_the_loss_ignores_fails_the_every_class_check_alone_and_the_default_loss_passes(workspace):
+    """Blind dev helpdesk_intent_tiny_transformer: the intent head's cross-entropy reuses ignore_index=0, the
+    pretraining's padding id and the largest intent. The default loss_function test (one-batch progress plus the
+    script) failed on the fix too; triage now asks for the one check that measures it, which fails on the bug,
+    passes once the head's loss drops ignore_index, and skips a tagger whose ignored id is its padding."""
+    from test_probes import INTENTS
+    from tools.probes import _class_ignored
+    from tools.triage import suggest_next
+
+    top = _class_ignored({"ignore_index": 0, "classes": 4, "share": 0.25, "rows": 64}, "init_loss_check")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", ["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert args == {"failure_mode": "loss_function", "target": "train.py:make_target",
+                    "params": {"only": ["test_every_class_gets_a_gradient"]}}
+    code = textwrap.dedent(INTENTS)
+    (workspace / "train.py").write_text(code.replace("IGNORE", "ignore_index=0").replace("TOKENS", "False"))
+    report = _write(workspace, **args)
+    assert report.path.endswith("test_every_class_gets_a_gradient.py"), report.path
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_every_class_gets_a_gradient"}, report.text()
+    assert "the rows labelled [0] send no gradient" in report.failure_message
+    (workspace / "train.py").write_text(code.replace("IGNORE", "").replace("TOKENS", "False"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+    (workspace / "train.py").write_text(code.replace("IGNORE", "ignore_index=0").replace("TOKENS", "True"))
+    tagger = _rerun(workspace, report.path)  # a token-level loss: its ignored id is padding, nothing to judge
+    assert not any(c.outcome == "failed" for c in tagger.cases) and "one class label per example" in tagger.text(), \
+        tagger.text()

@@ -87,9 +87,10 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "class frequencies follow each class's own frequency; the loss stays >= its floor (sign), "
        "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
        "sample), no reconstruction loss averages over each sample's elements; with target_not_input (a denoiser), "
-       "the reconstruction is not scored against the tensor the model reads.",
+       "the reconstruction is not scored against the tensor the model reads; every class among a classifier's labels "
+       "sends a gradient (no ignore_index that is a class); only (a list of test names) runs just those.",
        {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None, "recon_summed": False,
-        "target_not_input": False},
+        "target_not_input": False, "only": None},
        ("_target", "_sequence")),
     _T("train_eval_mode", "target",
        "Every module is in train mode during the training step (FUNCTION if given, else loss + backward); with "

@@ -1494,6 +1494,9 @@ CHECK_ALONE = {
     "standardised_across_channels": "test_inputs_are_standardised_per_channel",
     "padding_in_scaler": "test_padding_is_left_out_of_the_scaler",
     "text_compared_with_number": "test_no_text_column_is_compared_with_a_number",
+    # loss_function: the one-batch check can fail on a slow learner after the fix too (blind dev
+    # helpdesk_intent_tiny_transformer: its masked-LM phase falls 4.5% in 50 steps, bug or not)
+    "class_ignored": "test_every_class_gets_a_gradient",
 }
 
 WHOLE_RUN_STEPS = 100_000  # past any gallery run's end: the script test then sees the whole run (its timeout bounds it)
