@@ -2489,3 +2489,48 @@ def test_windows_that_never_leave_the_start_of_the_stream_are_named(workspace, s
     assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()
     if named:
         assert "only ever read the first 1.9% of the stream" in found[0].summary, found[0].summary
+
+
+FOCAL = """
+    import torch, torch.nn as nn, torch.nn.functional as F
+
+    def focal(logits, y):
+        ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none")
+        p = torch.sigmoid(logits)
+        PT
+        return ((1 - pt) ** 2 * ce).mean()
+
+    def loss_fn(model, batch):
+        x, y = batch
+        if MIXUP:  # mixup draws its partner rows and weight on every call
+            lam, perm = torch.rand(()), torch.randperm(len(y))
+            return focal(model(lam * x + (1 - lam) * x[perm]).squeeze(1), lam * y + (1 - lam) * y[perm])
+        out = model(x).squeeze(1)
+        return F.binary_cross_entropy(out, y) if SIGMOID else focal(out, y)
+
+    def make_target():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(256, 10, generator=g)
+        y = (x[:, 0] + 0.5 * torch.randn(256, generator=g) > 1.0).float()
+        layers = [nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 1)] + ([nn.Sigmoid()] if SIGMOID else [])
+        return {"model": nn.Sequential(*layers), "data": list(zip(x.split(64), y.split(64))), "num_classes": 2,
+                "loss_fn": loss_fn}
+"""
+
+
+@pytest.mark.parametrize("pt, mixup, sigmoid, named", [
+    ("pt = p", False, False, True),  # (1 - p) ** gamma on every row: a 0 scored above 0.39 is pushed up
+    ("pt = p * y + (1 - p) * (1 - y)", False, False, False),
+    ("pt = p", True, False, False),  # each call draws other targets: not judged
+    ("pt = p", False, True, False),  # a sigmoid head and BCELoss: pushes every row toward its label
+])
+def test_a_loss_that_pushes_rows_toward_the_wrong_label_is_named(workspace, pt, mixup, sigmoid, named):
+    """Blind dev card_fraud_entity_embedding_mlp: a focal weight written (1 - p) ** gamma for every row, not
+    (1 - p_t) ** gamma; past p = 0.39 the loss pushes a legitimate transaction toward fraud while it keeps falling.
+    The right focal loss, a loss that draws random mixup targets each call and BCELoss after a sigmoid are quiet."""
+    body = FOCAL.replace("PT", pt).replace("MIXUP", str(mixup)).replace("SIGMOID", str(sigmoid))
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if f.facts.get("loss_wrong_way")]
+    assert [f.failure_mode for f in found] == (["loss_function"] if named else []), rep.text()
+    if named:
+        assert "pushes rows labelled 0 toward 1" in found[0].summary and "p=0.5" in found[0].evidence[0].value

@@ -1804,3 +1804,26 @@ def test_a_class_the_loss_ignores_fails_the_every_class_check_alone_and_the_defa
     tagger = _rerun(workspace, report.path)  # a token-level loss: its ignored id is padding, nothing to judge
     assert not any(c.outcome == "failed" for c in tagger.cases) and "one class label per example" in tagger.text(), \
         tagger.text()
+
+
+def test_a_focal_weight_on_p_fails_the_direction_check_alone_and_the_p_t_weight_passes(workspace):
+    """Blind dev card_fraud_entity_embedding_mlp: (1 - p) ** gamma on every row pushes a 0 scored above 0.39
+    toward 1. Triage asks for the one check that measures it, which fails on it and passes on (1 - p_t) ** gamma."""
+    from test_probes import FOCAL
+    from tools.probes import _loss_pushes_wrong_way
+    from tools.triage import suggest_next
+
+    top = _loss_pushes_wrong_way({"output": "logit", "checks": [
+        {"level": 0.0, "label": 0, "probability": 0.5, "wrong": 1.0, "rows": 50}]}, "init_loss_check")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", ["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert args["params"] == {"only": ["test_the_loss_pulls_each_row_toward_its_label"]} and "command" not in args
+    code = textwrap.dedent(FOCAL).replace("MIXUP", "False").replace("SIGMOID", "False")
+    (workspace / "train.py").write_text(code.replace("PT", "pt = p"))
+    report = _write(workspace, **args)
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_the_loss_pulls_each_row_toward_its_label"}, report.text()
+    assert "of the rows labelled 0 at p=0.50" in report.failure_message
+    (workspace / "train.py").write_text(code.replace("PT", "pt = p * y + (1 - p) * (1 - y)"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

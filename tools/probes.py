@@ -1124,6 +1124,9 @@ def init_report_from(raw: dict, **fields) -> InitLossReport:
     skipped = _class_ignored(raw.get("ignored_class") or {}, src)
     if skipped:
         rep.findings.append(skipped)
+    backwards = _loss_pushes_wrong_way(raw.get("loss_direction") or {}, src)
+    if backwards:
+        rep.findings.append(backwards)
     short = _head_cannot_reach(raw.get("head_reach") or {}, rep.loss_kind, src)
     if short:
         rep.findings.append(short)
@@ -1909,6 +1912,38 @@ def _class_ignored(ic: dict, src: str) -> Finding | None:
             "only for the token-level loss whose padding it names",
         avoid="Do not reweight the classes or tune the LR: the class is removed from the loss",
         facts={"class_ignored": True})
+
+
+WRONG_WAY = 0.5  # share of one label's rows the loss pushes toward the other label, at one prediction level
+
+
+def _loss_pushes_wrong_way(ld: dict, src: str) -> Finding | None:
+    """The loss's gradient at a constant prediction points away from the label for most rows of one label: past
+    that probability training drives those rows to the wrong answer, and the loss still falls (blind dev
+    `card_fraud_entity_embedding_mlp`: a focal term (1 - p) ** 2 on every row, so a legitimate transaction scored
+    above 0.39 is pushed up to 1; its log shows only average precision drifting down)."""
+    bad = [c for c in ld.get("checks") or [] if is_finite(c.get("wrong")) and c["wrong"] >= WRONG_WAY]
+    if not bad:
+        return None
+    label = bad[0]["label"]
+    mine = [c for c in bad if c["label"] == label]
+    lo = min(c["probability"] for c in mine)
+    other = 1 - label
+    return Finding(
+        failure_mode="loss_function", confidence=0.8,
+        summary=f"the loss pushes rows labelled {label} toward {other}: with every prediction set to probability "
+                f"{lo:g}{' or more' if label == 0 else ' or less'}, the gradient on {mine[0]['wrong']:.0%} of them "
+                f"points away from their label, so training makes those mistakes more confident while the loss "
+                "still falls",
+        evidence=[Evidence(what=f"rows labelled {label} pushed toward {other}",
+                           value=", ".join(f"{c['wrong']:.0%} at p={c['probability']:g}" for c in mine[:3]),
+                           source=src),
+                  Evidence(what="output read as", value=ld.get("output"), source=src)],
+        fix="Check the loss's per-row weighting against its label: a focal term is (1 - p_t) ** gamma with "
+            "p_t = p for label 1 and 1 - p for label 0, not (1 - p) ** gamma on every row; the gradient of the "
+            "loss must lower the prediction of a 0 and raise that of a 1 at every p",
+        avoid="Do not tune the LR, the class weights or the threshold: the loss rewards the wrong answer there",
+        facts={"loss_wrong_way": True})
 
 
 HEAD_OUT_OF_REACH = 0.1  # share of target values outside the head's range: a few outliers are not the finding

@@ -88,7 +88,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "falls on one batch, and pad positions get no gradient; with recon_summed (a VAE whose KL is summed per "
        "sample), no reconstruction loss averages over each sample's elements; with target_not_input (a denoiser), "
        "the reconstruction is not scored against the tensor the model reads; every class among a classifier's labels "
-       "sends a gradient (no ignore_index that is a class); only (a list of test names) runs just those.",
+       "sends a gradient (no ignore_index that is a class); a binary loss pulls each row toward its label at every "
+       "p in 0.12-0.88 (a focal weight on p, not p_t, does not); only (a list of test names) runs just those.",
        {"steps": 50, "max_final_ratio": 0.7, "min_loss": 0.0, "pad_id": None, "recon_summed": False,
         "target_not_input": False, "only": None},
        ("_target", "_sequence")),

@@ -59,6 +59,82 @@ def ignored_class(spy, batch) -> dict | None:
     return {"ignore_index": ii, "classes": int(x.shape[1]), "share": share, "rows": int(y.numel())} if share > 0 else None
 
 
+DIRECTION_LEVELS = (-2.0, -1.0, 0.0, 1.0, 2.0)  # logits: probabilities 0.12 .. 0.88, where any model passes
+
+
+def _seeded(seed: int) -> None:
+    """The same random draws for the torch, numpy and random generators a loss function may use."""
+    import random
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def loss_direction(target, model, batch, spy) -> dict | None:
+    """Does the loss pull each row's prediction toward its own label? A binary classifier's output (one logit or
+    probability per row, labels 0/1) is set to one value for every row, at each of DIRECTION_LEVELS, and the
+    gradient of the loss with respect to it read per row: it must lower the prediction of a 0 and raise that of a
+    1 at every level. A loss whose weighting turns with the prediction (a focal term written (1 - p) ** gamma for
+    every row instead of (1 - p_t) ** gamma) pushes rows past a probability toward the wrong label. None when it
+    cannot be judged: no such output or labels, or a loss that draws random targets (mixup) each call."""
+    slot = T.label_slot(batch, spy)
+    y = next((t for path, t in T.flatten(batch) if path == slot), None)
+    if y is None or y.dim() > 2 or y.numel() < 8:
+        return None
+    yv = y.detach().float().reshape(-1)
+    if not bool(((yv == 0) | (yv == 1)).all()) or not bool((yv == 0).any()) or not bool((yv == 1).any()):
+        return None
+    outs = []
+    hook = model.register_forward_hook(lambda m, i, o: outs.append(o) if not outs else None)
+    try:
+        with torch.no_grad():
+            target.loss(model, batch)
+    finally:
+        hook.remove()
+    out = outs[0] if outs else None
+    if not torch.is_tensor(out) or not out.is_floating_point() or out.numel() != yv.numel() \
+            or out.shape[0] != y.shape[0]:
+        return None
+    probs = bool((out >= 0).all()) and bool((out <= 1).all())  # a sigmoid inside the model, BCELoss after it
+
+    def grads(level: float, seed: int):
+        value = torch.sigmoid(torch.tensor(level)).item() if probs else level
+        z = torch.full(out.shape, value, dtype=out.dtype, requires_grad=True)
+        swap = model.register_forward_hook(lambda m, i, o: z)
+        try:
+            _seeded(seed)
+            with torch.enable_grad():
+                (g,) = torch.autograd.grad(target.loss(model, batch), z, allow_unused=True)
+        finally:
+            swap.remove()
+        return None if g is None else g.detach().float().reshape(-1)
+
+    was = model.training
+    model.eval()
+    try:
+        first, again = grads(0.0, 0), grads(0.0, 1)
+        if first is None or again is None or not torch.allclose(first, again, rtol=1e-4, atol=1e-9):
+            return None  # no gradient reaches the output, or each call draws other targets
+        rows = []
+        for level in DIRECTION_LEVELS:
+            g = grads(level, 0)
+            tol = 1e-6 * float(g.abs().max()) if g is not None else 0.0
+            for label, wrong in ((0, g < -tol), (1, g > tol)):
+                mine = yv == label
+                rows.append({"level": level, "label": label,
+                             "probability": round(torch.sigmoid(torch.tensor(level)).item(), 3),
+                             "wrong": float(wrong[mine].float().mean()), "rows": int(mine.sum())})
+    except Exception:  # noqa: BLE001 - a loss that cannot take a constant output: not this check's business
+        return None
+    finally:
+        model.train(was)
+    return {"output": "probability" if probs else "logit", "checks": rows}
+
+
 def best_constant_loss(spy) -> float | None:
     """The floor of a model that knows nothing about its inputs, from the first batch's targets: under MSE the
     targets' variance (an untrained sigmoid decoder at 0.5 everywhere sits near it, far under E[y^2]); under a
@@ -403,6 +479,10 @@ def run(job):
     ignored = ignored_class(spy, batches[0])
     if ignored is not None:
         report["ignored_class"] = ignored
+    try:
+        report["loss_direction"] = loss_direction(target, model, batches[0], spy)
+    except Exception:  # noqa: BLE001 - an extra check that cannot run on this model must not cost the report
+        report["loss_direction"] = None
     reach = head_reach(spy, rec)
     if reach is not None:
         report["head_reach"] = reach
