@@ -1294,7 +1294,7 @@ def test_a_source_named_twice_is_scanned_and_checked_once(tmp_path):
     assert names.count("schedule_check:train.py:get_lr") == 1 and names.count("static_scan") == 1, names
 
 
-def _nanogpt_log(nan_at: set[int], persist_from: int | None = None) -> str:
+def _nanogpt_log(nan_at: set[int], persist_from: int | None = None, summary_nan: bool = False) -> str:
     lines = ["tokens: 120,000 | vocab size 64"]
     for it in range(0, 400, 10):
         dead = persist_from is not None and it >= persist_from
@@ -1303,23 +1303,29 @@ def _nanogpt_log(nan_at: set[int], persist_from: int | None = None) -> str:
             mean = "nan" if it == 0 or dead else f"{4.2 * 0.993 ** it + 0.62:.4f}"  # a mean over no steps yet
             lines.append(f"step {it}: train loss {mean}, val loss {'nan' if dead else f'{4.2 * 0.993 ** it + 0.7:.4f}'}")
         lines.append(f"iter {it}: loss {loss}, time 41.20ms, lr 6.0000e-04")
+        if summary_nan and it % 50 == 40:  # a meter read just after its reset: nan at every epoch's end
+            lines.append(f" * Epoch {it // 50}  epoch_loss nan  time 1.6s")
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("nan_at, persist_from, alarm", [
-    (set(), None, False),  # only the step-0 mean over no steps prints nan
-    ({120, 250}, None, False),  # a few steps printed inf/nan, the run went on finite (AMP skips, a metric's 0/0)
-    (set(), 200, True),  # non-finite from iter 200 to the end: the weights went NaN
+@pytest.mark.parametrize("nan_at, persist_from, summary_nan, alarm", [
+    (set(), None, False, False),  # only the step-0 mean over no steps prints nan
+    ({120, 250}, None, False, False),  # a few steps printed inf/nan, the run went on finite (AMP skips, a 0/0)
+    (set(), None, True, False),  # a summary series nan at every point beside a finite training loss
+    (set(), 200, False, True),  # non-finite from iter 200 to the end: the weights went NaN
+    (set(), 200, True, True),
 ])
 def test_a_nan_the_run_recovers_from_is_a_hypothesis_and_one_that_stays_is_a_verdict(tmp_path, nan_at,
-                                                                                      persist_from, alarm):
+                                                                                      persist_from, summary_nan,
+                                                                                      alarm):
     """Weights that turn non-finite stay so: a log whose every loss series ends finite never had NaN parameters.
-    What printed the NaN is the logging (an average over zero steps at step 0), or a step an AMP scaler skipped."""
+    What printed the NaN is the logging (an average over zero steps at step 0, a meter read after its reset: blind
+    dev building_load_gru_forecaster), or a step an AMP scaler skipped."""
     import anyio
 
     from tools.triage import run_triage
     log = tmp_path / "train.log"
-    log.write_text(_nanogpt_log(nan_at, persist_from))
+    log.write_text(_nanogpt_log(nan_at, persist_from, summary_nan))
     rep = anyio.run(lambda: run_triage(tmp_path, log_file=log, log_name="train.log", budget_s=60))
     nan = max((f.confidence for f in rep.findings if f.failure_mode == "nan_inf"), default=0.0)
     assert (nan >= 0.5) == alarm, rep.text()

@@ -1158,24 +1158,28 @@ LOG_SOURCES = ("tail_log", "series ", "log_metrics")
 
 
 def weigh_by_recovery(findings: list[Finding], lm) -> list[Finding]:
-    """A NaN/Inf the log shows, when every loss series the log carries is finite at its end: weights that went
-    non-finite stay so (every later step reads them), so the run's parameters never did. What prints a NaN and
+    """A NaN/Inf the log shows, when the training loss ends finite and no logged loss turned non-finite for good:
+    weights that went non-finite stay so (every later step reads them), so the run's parameters never did. What prints a NaN and
     recovers is the logging (a mean over zero steps or batches, a ratio of a metric still at 0), a step an AMP
     GradScaler skipped, or a loop that skips non-finite losses: a hypothesis to check, not a verdict."""
     if lm is None or not lm.series:
         return findings
     losses = [x for x in lm.series if x.kind == "loss" and x.count]
+    finite = [x for x in losses if is_finite(x.last)]
     loss = next((x for x in lm.series if x.name == lm.loss_series), None)
-    if loss is None or loss.count < FINITE_POINTS or any(not is_finite(x.last) for x in losses):
+    # a series NaN at every point beside a finite training loss is computed from nothing (a meter read just after
+    # its reset: blind dev building_load_gru_forecaster); one that turned NaN and stayed so is a divergence
+    if loss is None or loss.count < FINITE_POINTS or not is_finite(loss.last) or any(not is_finite(x.last) and x.nonfinite < x.count
+                                                         for x in losses):
         return findings
     out = []
     for f in findings:
         from_log = f.evidence and all((e.source or "").startswith(LOG_SOURCES) for e in f.evidence)
         if f.failure_mode == "nan_inf" and from_log and f.confidence > RISK_ONLY:
-            finite = ", ".join(f"{x.name} {_fmt(x.last)}" for x in losses[:3])
+            shown = ", ".join(f"{x.name} {_fmt(x.last)}" for x in finite[:3])
             f = f.model_copy(update={
                 "confidence": RISK_ONLY,
-                "summary": f"{f.summary}; but the run recovered: every logged loss is finite at its end ({finite}), "
+                "summary": f"{f.summary}; but the run recovered: the logged losses end finite ({shown}), "
                            "and weights that turn non-finite stay so, so its parameters never did",
                 "fix": "Read the line: a mean over zero steps or batches (a NaN at the first print or an epoch "
                        "boundary), a metric's ratio, or an AMP step the GradScaler skipped is logging, not "
