@@ -2534,3 +2534,48 @@ def test_a_loss_that_pushes_rows_toward_the_wrong_label_is_named(workspace, pt, 
     assert [f.failure_mode for f in found] == (["loss_function"] if named else []), rep.text()
     if named:
         assert "pushes rows labelled 0 toward 1" in found[0].summary and "p=0.5" in found[0].evidence[0].value
+
+
+WINDOWS = """
+    import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    class Windows(Dataset):
+        def __init__(self, recs, labels, stats=None):
+            self.recs, self.labels, self.stats = recs, labels, stats
+
+        def __len__(self):
+            return len(self.recs)
+
+        def __getitem__(self, i):
+            x = self.recs[i]
+            mu, sd = self.stats if self.stats is not None else (x.mean(axis=0), x.std(axis=0) + 1e-6)
+            return torch.from_numpy(((x - mu) / sd).astype(np.float32)), int(self.labels[i])
+
+    def make_target():
+        rng = np.random.default_rng(0)
+        y = rng.integers(0, 2, 256)
+        t = np.linspace(0, 6, 64)[:, None]
+        gain = 1 + (y[:, None, None] if SCALED else 0)  # class 1 vibrates twice as hard
+        recs = list(np.sin(t * rng.uniform(1, 3, (256, 1, 2))) * gain + 0.3 * rng.standard_normal((256, 64, 2)))
+        stats = (np.concatenate(recs).mean(0), np.concatenate(recs).std(0)) if GLOBAL else None
+        ds = Windows(recs, y, stats)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(128, 2))
+        return {"model": model, "data": DataLoader(ds, batch_size=32, shuffle=True), "num_classes": 2,
+                "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1])}
+"""
+
+
+@pytest.mark.parametrize("scaled, global_stats, named", [(True, False, True), (True, True, False),
+                                                         (False, False, False)])
+def test_windows_standardised_by_their_own_statistics_are_named_when_those_carry_the_label(workspace, scaled,
+                                                                                         global_stats, named):
+    """Blind dev gearbox_sensor_gru: each recording z-scored over its own steps, where a fault doubles one channel's
+    amplitude: the model never sees it. Statistics fitted once on the training data, or per-window scaling where
+    the amplitude carries no label, are not named."""
+    body = WINDOWS.replace("SCALED", str(scaled)).replace("GLOBAL", str(global_stats))
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if f.facts.get("self_standardised")]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()
+    if named:
+        assert "standardised by its own statistics" in found[0].summary and "amplitude (SD)" in found[0].summary

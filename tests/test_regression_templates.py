@@ -1827,3 +1827,26 @@ def test_a_focal_weight_on_p_fails_the_direction_check_alone_and_the_p_t_weight_
     (workspace / "train.py").write_text(code.replace("PT", "pt = p * y + (1 - p) * (1 - y)"))
     rerun = _rerun(workspace, report.path)
     assert rerun.passes_now, rerun.text()
+
+
+def test_windows_standardised_by_their_own_statistics_fail_their_check_alone_and_global_statistics_pass(workspace):
+    """Blind dev gearbox_sensor_gru: every recording z-scored over its own steps erases the amplitude a fault
+    doubles. Triage asks for the one check that measures it: it fails on the bug, passes on training statistics."""
+    from test_probes import WINDOWS
+    from tools.probes import self_standardised_finding
+    from tools.triage import suggest_next
+
+    top = self_standardised_finding({"dataset": "Windows", "where": "train.py:20", "stored": "recs", "axis": 0,
+                                     "samples": 128, "channels": 2, "statistic": "log_sd", "channel": 0,
+                                     "label_explained": 0.6, "classes": True}, "data_check")
+    args = next(s.args for s in suggest_next([top], "train.py:make_target", ["python", "train.py"])
+                if s.tool == "write_regression_test")
+    assert args["params"] == {"only": ["test_samples_are_not_standardised_by_their_own_statistics"]}
+    code = textwrap.dedent(WINDOWS).replace("SCALED", "True")
+    (workspace / "train.py").write_text(code.replace("GLOBAL", "False"))
+    report = _write(workspace, **args)
+    failed = {c.test for c in report.cases if c.outcome == "failed"}
+    assert report.fails_now and failed == {"test_samples_are_not_standardised_by_their_own_statistics"}, report.text()
+    (workspace / "train.py").write_text(code.replace("GLOBAL", "True"))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()

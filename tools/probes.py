@@ -2016,6 +2016,35 @@ def stream_reach_finding(r: dict | None, src: str) -> Finding | None:
         facts={"stream_unreached": True})
 
 
+SCALE_EXPLAINS = 0.3  # share of the label one erased per-sample statistic explains: a trace is not the finding
+
+
+def self_standardised_finding(r: dict | None, src: str) -> Finding | None:
+    """Every sample z-scored over its own steps, while the stored data carries the label in a channel's level or
+    amplitude: the model is handed windows with that information removed, trains smoothly, agrees on train and
+    validation, and plateaus like a hard problem (blind dev `gearbox_sensor_gru`)."""
+    if not r or not is_finite(r.get("label_explained")) or r["label_explained"] < SCALE_EXPLAINS:
+        return None
+    what = "level (mean)" if r["statistic"] == "mean" else "amplitude (SD)"
+    steps = "rows" if r["axis"] == 0 else "columns"
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=f"{r['dataset']} (built at {r['where'] or '?'}) hands out every sample standardised by its own "
+                f"statistics (each of its {r['channels']} channels at mean 0, SD 1 over the sample's {steps}), but in "
+                f"the stored `{r['stored']}` channel {r['channel']}'s per-sample {what} alone explains "
+                f"{r['label_explained']:.0%} of the label: the standardisation erases what separates the classes, "
+                "so the model never sees it",
+        evidence=[Evidence(what=f"label explained by channel {r['channel']}'s per-sample {what}, stored",
+                           value=r["label_explained"], source=src),
+                  Evidence(what="samples read, all standardised by their own statistics", value=r["samples"],
+                           source=src)],
+        location=r["where"],
+        fix="Standardise with statistics fitted once on the training data (per channel, over all training steps) "
+            "and applied to every sample, not each sample's own mean and SD",
+        avoid="Do not add capacity or train longer: the information is removed before the model reads it",
+        facts={"self_standardised": True})
+
+
 def measured(raw: dict, key: str) -> dict | None:
     """The record a data_check part returned, or None when it was skipped (its reason is in `raw`)."""
     got = raw.get(key)
@@ -2142,6 +2171,9 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     few = sampler_reach_finding(rep.sampler_reach, src)
     if few:
         rep.findings.append(few)
+    erased = self_standardised_finding(measured(raw, "self_standardised"), src)
+    if erased:
+        rep.findings.append(erased)
     short = stream_reach_finding(measured(raw, "stream_reach"), src)
     if short:
         rep.findings.append(short)

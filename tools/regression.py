@@ -107,7 +107,8 @@ TEMPLATES: dict[str, RegressionTemplate] = {t.name: t for t in [
        "DataLoader the factory builds feeds inputs on the training batches' scale; with batches_mixed, the "
        "batches mix the labels as a shuffle would; with loader_shuffled, an unshuffled training loader's batches mix "
        "its rows as a shuffle would (or it shuffles); reading samples never changes the stored data; a weighted "
-       "sampler has a weight per sample; to_numeric(errors='coerce') loses no formatted numbers; only (a list "
+       "sampler has a weight per sample; to_numeric(errors='coerce') loses no formatted numbers; no sample comes out "
+       "z-scored by its own statistics; only (a list "
        "of test names) runs just those.",
        {"batches": 32, "steps": 150, "margin": 0.1, "label_key": None, "check_scale": False, "max_abs_mean": 10.0,
         "max_std": 20.0, "splits_alike": False, "batches_mixed": False, "loader_shuffled": False, "only": None}),

@@ -988,6 +988,104 @@ def reads_change_data(target, samples=64) -> dict | None:
     return found[0] if found else None
 
 
+SELF_STANDARDISED = 0.9  # share of read samples whose every channel comes out at mean 0, SD 1 over its own steps
+
+
+def _item_parts(item):
+    """(the item's first 2-D float array as a float tensor, its label as a float) or (None, None)."""
+    parts = list(item.values()) if isinstance(item, dict) else list(item) if isinstance(item, (tuple, list)) else []
+    x = next((torch.as_tensor(v).float() for v in parts if (isinstance(v, torch.Tensor) and v.is_floating_point()
+              or getattr(getattr(v, "dtype", None), "kind", "") == "f") and len(getattr(v, "shape", ())) == 2), None)
+    y = parts[-1] if parts else None
+    if isinstance(y, torch.Tensor) and y.numel() == 1:
+        y = y.item()
+    elif hasattr(y, "item") and getattr(y, "size", 0) == 1:
+        y = y.item()
+    return (x, float(y)) if x is not None and isinstance(y, (int, float)) else (None, None)
+
+
+def _stat_axis(xs: list) -> int | None:
+    """The axis over which (nearly) every sample has each channel at mean 0 and SD 1, else None."""
+    for axis in (0, 1):
+        ok = 0
+        for x in xs:
+            if x.shape[axis] < 8:
+                break
+            m, sd = x.mean(axis), x.std(axis, unbiased=False)
+            ok += bool((m.abs() < 0.05).all() and ((sd - 1).abs() < 0.05).all())
+        if xs and ok >= SELF_STANDARDISED * len(xs):
+            return axis
+    return None
+
+
+def _explained(f: torch.Tensor, y: torch.Tensor, classes: bool) -> float:
+    """Share of the label's variance (classes: of the feature's variance between the classes, eta squared; else
+    the squared correlation) one per-sample feature explains."""
+    if float(f.var()) <= 1e-12:
+        return 0.0
+    if classes:
+        total = float(((f - f.mean()) ** 2).sum())
+        between = sum(float((y == c).sum()) * float(f[y == c].mean() - f.mean()) ** 2 for c in y.unique())
+        return between / total
+    return float(torch.corrcoef(torch.stack([f, y]))[0, 1] ** 2)
+
+
+def self_standardised(target, samples=128) -> dict | None:
+    """Does each sample come out standardised by its own statistics, while the data the dataset stores carries the
+    label in exactly those statistics? A (steps, channels) window z-scored over its own steps has every channel at
+    mean 0, SD 1: its level and amplitude are gone. For each dataset behind the loaders whose stored per-sample
+    arrays line up with its items, the stored windows' per-channel mean and log-SD are set against the labels: one
+    that explains a good share of them is information the model never sees (an imbalance that doubles vibration
+    amplitude, an overload that raises current by 30%, standardised away)."""
+    for i, (loader, where) in enumerate(getattr(target, "loaders", [])[:4]):
+        ds = loader.dataset
+        try:
+            n = len(ds)
+        except TypeError:
+            continue
+        if n < 32:
+            continue
+        idx = torch.linspace(0, n - 1, min(n, samples)).long().tolist()
+        try:
+            items = [_item_parts(ds[j]) for j in idx]
+        except Exception:  # noqa: BLE001 - a dataset that cannot be read by index here is not judged
+            continue
+        if any(x is None for x, _ in items):
+            continue
+        xs = [x for x, _ in items]
+        axis = _stat_axis(xs)
+        if axis is None:
+            continue
+        stored = {}
+        for name, v in _stored_floats(ds):
+            stored.setdefault(name.split("[")[0] if name.endswith("]") else name, []).append(v)
+        raw = None
+        for name, vs in stored.items():
+            if len(vs) == n:  # one array per sample
+                cand = [torch.as_tensor(vs[j]).float() for j in idx]
+            elif len(vs) == 1 and len(vs[0]) == n and tuple(vs[0].shape[1:]) == tuple(xs[0].shape):
+                cand = [torch.as_tensor(vs[0][j]).float() for j in idx]
+            else:
+                continue
+            if all(tuple(c.shape) == tuple(x.shape) for c, x in zip(cand, xs)) and _stat_axis(cand) is None:
+                raw = (name, cand)
+                break
+        if raw is None:
+            continue
+        y = torch.tensor([lab for _, lab in items])
+        classes = bool((y == y.round()).all()) and y.unique().numel() <= 50
+        feats = []
+        for stat in ("mean", "log_sd"):
+            vals = torch.stack([c.mean(axis) if stat == "mean" else c.std(axis, unbiased=False).clamp_min(1e-12).log()
+                                for c in raw[1]])
+            feats += [(stat, ch, _explained(vals[:, ch], y, classes)) for ch in range(vals.shape[1])]
+        stat, ch, share = max(feats, key=lambda t: t[2])
+        return {"loader": i, "where": where, "dataset": type(ds).__name__, "stored": raw[0], "axis": axis,
+                "samples": len(idx), "channels": int(xs[0].shape[1 - axis]), "statistic": stat, "channel": ch,
+                "label_explained": share, "classes": classes}
+    return None
+
+
 def sampler_reach(target) -> dict | None:
     """Does a loader's WeightedRandomSampler have one weight per sample? It draws indices below len(weights), so a
     weight per class (or per anything shorter than the dataset) keeps every epoch on the first few samples: the
@@ -1200,6 +1298,10 @@ def run(job):
         report["stream_reach"] = stream_reach(target)
     except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
         report["stream_reach"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    try:
+        report["self_standardised"] = self_standardised(target)
+    except Exception as e:  # noqa: BLE001 - advisory; say why it did not run
+        report["self_standardised"] = {"skipped": f"{type(e).__name__}: {e}"[:300]}
     try:
         report["sampler_reach"] = sampler_reach(target)
     except Exception as e:  # noqa: BLE001 - advisory (a custom dataset's __len__ may raise anything); say why
