@@ -2579,3 +2579,13 @@ def test_windows_standardised_by_their_own_statistics_are_named_when_those_carry
     assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()
     if named:
         assert "standardised by its own statistics" in found[0].summary and "amplitude (SD)" in found[0].summary
+
+
+def test_a_loss_that_is_no_binary_cross_entropy_is_not_judged_by_label_direction(workspace):
+    """The direction check reads the labels a binary cross-entropy scores. A forecaster's MSE against a 0/1 series
+    it does not predict row by row (here, scored against 1 - y) is not a classifier pushed toward a label."""
+    body = FOCAL.replace("return F.binary_cross_entropy(out, y) if SIGMOID else focal(out, y)",
+                         "return F.mse_loss(out, 1 - y)").replace("PT", "pt = p").replace("MIXUP", "False").replace(
+        "SIGMOID", "False")
+    rep = run(lambda: P.init_loss_check(workspace, inline_target(workspace, body)))
+    assert not [f for f in rep.findings if f.facts.get("loss_wrong_way")], rep.text()

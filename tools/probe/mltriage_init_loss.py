@@ -76,14 +76,17 @@ def _seeded(seed: int) -> None:
 
 def loss_direction(target, model, batch, spy) -> dict | None:
     """Does the loss pull each row's prediction toward its own label? A binary classifier's output (one logit or
-    probability per row, labels 0/1) is set to one value for every row, at each of DIRECTION_LEVELS, and the
+    probability per row, labels 0/1 that its binary cross-entropy scores) is set to one value for every row, at each of DIRECTION_LEVELS, and the
     gradient of the loss with respect to it read per row: it must lower the prediction of a 0 and raise that of a
     1 at every level. A loss whose weighting turns with the prediction (a focal term written (1 - p) ** gamma for
     every row instead of (1 - p_t) ** gamma) pushes rows past a probability toward the wrong label. None when it
     cannot be judged: no such output or labels, or a loss that draws random targets (mixup) each call."""
+    if spy.name not in BCE or spy.target is None:  # a binary cross-entropy (or a focal loss built on one) only:
+        return None  # a regression or sequence loss whose targets happen to be 0/1 is not pushed toward a label
     slot = T.label_slot(batch, spy)
     y = next((t for path, t in T.flatten(batch) if path == slot), None)
-    if y is None or y.dim() > 2 or y.numel() < 8:
+    if y is None or y.dim() > 2 or y.numel() < 8 or spy.target.numel() != y.numel() \
+            or not torch.equal(spy.target.detach().float().reshape(-1), y.detach().float().reshape(-1)):
         return None
     yv = y.detach().float().reshape(-1)
     if not bool(((yv == 0) | (yv == 1)).all()) or not bool((yv == 0).any()) or not bool((yv == 1).any()):
