@@ -2536,7 +2536,7 @@ def test_a_loss_that_pushes_rows_toward_the_wrong_label_is_named(workspace, pt, 
         assert "pushes rows labelled 0 toward 1" in found[0].summary and "p=0.5" in found[0].evidence[0].value
 
 
-WINDOWS = """
+SELF_SCALED = """
     import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
     from torch.utils.data import DataLoader, Dataset
 
@@ -2573,7 +2573,7 @@ def test_windows_standardised_by_their_own_statistics_are_named_when_those_carry
     """Blind dev gearbox_sensor_gru: each recording z-scored over its own steps, where a fault doubles one channel's
     amplitude: the model never sees it. Statistics fitted once on the training data, or per-window scaling where
     the amplitude carries no label, are not named."""
-    body = WINDOWS.replace("SCALED", str(scaled)).replace("GLOBAL", str(global_stats))
+    body = SELF_SCALED.replace("SCALED", str(scaled)).replace("GLOBAL", str(global_stats))
     rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
     found = [f for f in rep.findings if f.facts.get("self_standardised")]
     assert [f.failure_mode for f in found] == (["data_pipeline"] if named else []), rep.text()

@@ -1832,7 +1832,7 @@ def test_a_focal_weight_on_p_fails_the_direction_check_alone_and_the_p_t_weight_
 def test_windows_standardised_by_their_own_statistics_fail_their_check_alone_and_global_statistics_pass(workspace):
     """Blind dev gearbox_sensor_gru: every recording z-scored over its own steps erases the amplitude a fault
     doubles. Triage asks for the one check that measures it: it fails on the bug, passes on training statistics."""
-    from test_probes import WINDOWS
+    from test_probes import SELF_SCALED
     from tools.probes import self_standardised_finding
     from tools.triage import suggest_next
 
@@ -1842,7 +1842,7 @@ def test_windows_standardised_by_their_own_statistics_fail_their_check_alone_and
     args = next(s.args for s in suggest_next([top], "train.py:make_target", ["python", "train.py"])
                 if s.tool == "write_regression_test")
     assert args["params"] == {"only": ["test_samples_are_not_standardised_by_their_own_statistics"]}
-    code = textwrap.dedent(WINDOWS).replace("SCALED", "True")
+    code = textwrap.dedent(SELF_SCALED).replace("SCALED", "True")
     (workspace / "train.py").write_text(code.replace("GLOBAL", "False"))
     report = _write(workspace, **args)
     failed = {c.test for c in report.cases if c.outcome == "failed"}
