@@ -1159,9 +1159,9 @@ LOG_SOURCES = ("tail_log", "series ", "log_metrics")
 
 def weigh_by_recovery(findings: list[Finding], lm) -> list[Finding]:
     """A NaN/Inf the log shows, when the training loss ends finite and no logged loss turned non-finite for good:
-    weights that went non-finite stay so (every later step reads them), so the run's parameters never did. What prints a NaN and
-    recovers is the logging (a mean over zero steps or batches, a ratio of a metric still at 0), a step an AMP
-    GradScaler skipped, or a loop that skips non-finite losses: a hypothesis to check, not a verdict."""
+    weights that went non-finite stay so (every later step reads them), so the run's parameters never did. What
+    prints a NaN and recovers is the logging (a mean over zero steps or batches, a ratio of a metric still at 0), a
+    step an AMP GradScaler skipped, or a loop that skips non-finite losses: a hypothesis to check, not a verdict."""
     if lm is None or not lm.series:
         return findings
     losses = [x for x in lm.series if x.kind == "loss" and x.count]
@@ -1169,8 +1169,8 @@ def weigh_by_recovery(findings: list[Finding], lm) -> list[Finding]:
     loss = next((x for x in lm.series if x.name == lm.loss_series), None)
     # a series NaN at every point beside a finite training loss is computed from nothing (a meter read just after
     # its reset: blind dev building_load_gru_forecaster); one that turned NaN and stayed so is a divergence
-    if loss is None or loss.count < FINITE_POINTS or not is_finite(loss.last) or any(not is_finite(x.last) and x.nonfinite < x.count
-                                                         for x in losses):
+    turned = any(not is_finite(x.last) and x.nonfinite < x.count for x in losses)
+    if loss is None or loss.count < FINITE_POINTS or not is_finite(loss.last) or turned:
         return findings
     out = []
     for f in findings:

@@ -76,9 +76,9 @@ def _seeded(seed: int) -> None:
 
 def loss_direction(target, model, batch, spy) -> dict | None:
     """Does the loss pull each row's prediction toward its own label? A binary classifier's output (one logit or
-    probability per row, labels 0/1 that its binary cross-entropy scores) is set to one value for every row, at each of DIRECTION_LEVELS, and the
-    gradient of the loss with respect to it read per row: it must lower the prediction of a 0 and raise that of a
-    1 at every level. A loss whose weighting turns with the prediction (a focal term written (1 - p) ** gamma for
+    probability per row, labels 0/1 that its binary cross-entropy scores) is set to one value for every row, at
+    each of DIRECTION_LEVELS, and the gradient of the loss with respect to it read per row: it must lower the
+    prediction of a 0 and raise that of a 1 at every level. A loss whose weighting turns with the prediction (a focal term written (1 - p) ** gamma for
     every row instead of (1 - p_t) ** gamma) pushes rows past a probability toward the wrong label. None when it
     cannot be judged: no such output or labels, or a loss that draws random targets (mixup) each call."""
     if spy.name not in BCE or spy.target is None:  # a binary cross-entropy (or a focal loss built on one) only:
