@@ -1458,6 +1458,20 @@ def test_weights_that_round_away_under_a_tiny_lr_are_not_called_frozen():
     assert real.confidence >= 0.9 and "round away" not in real.summary
 
 
+def test_weights_that_diverged_beyond_float32_resolution_are_not_called_frozen():
+    """Blind dev syslog_char_lstm_lm (lr 20, unclipped steps): by step 12 the LSTM weights had norms ~1e7 and
+    gradients ~1e-5, so SGD's lr x grad step (~3e-4) rounds away in float32 and read as frozen_params 0.9. The head
+    still moves, so the tiny-LR reading does not apply; a resolvable step that leaves a weight unmoved stays 0.9."""
+    def snapshot(weight_norm):
+        head = [P.ParamGrad(name="head.weight", module="head", shape=[96, 256], grad_norm=5.7, weight_norm=160.0,
+                            update_norm=89.0, update_ratio=0.56, lr=20.0)]
+        lstm = [P.ParamGrad(name="lstm.weight_hh_l0", module="lstm", shape=[1024, 256], grad_norm=1.7e-5,
+                            weight_norm=weight_norm, update_norm=0.0, update_ratio=0.0, lr=20.0, flags=["no_update"])]
+        return P.GradNormReport(step=12, params=head + lstm, optimizer="SGD")
+    assert not [f for f in P.grad_findings(snapshot(2.8e7)) if f.failure_mode == "frozen_params"]
+    (real,) = [f for f in P.grad_findings(snapshot(11.0)) if f.failure_mode == "frozen_params"]
+    assert real.confidence >= 0.9
+
 def test_two_zero_initialised_scales_in_a_row_are_a_fixed_point_named_as_bad_init(workspace):
     """Blind dev tile_pattern_resnet_sgd: "zero-init the residual branches" set bn1 AND bn2 of every block to 0.
     bn1's zero output gives bn2 nothing to scale and bn2's zero scale passes bn1 no gradient: both stay 0 forever

@@ -892,6 +892,25 @@ def test_an_unclipped_recurrent_net_that_blows_up_leads_with_exploding_gradients
     assert weigh_by_recurrence([lr, nan, ex], None)[0] is lr
 
 
+def test_a_clip_after_the_step_leads_over_the_lr_reading_it_causes():
+    """Blind dev syslog_char_lstm_lm: SGD at lr 20 with clip_grad_norm_ called after optimizer.step(). The LR was
+    chosen for clipped steps, so the divergence read as 'the LR' follows the misplaced clip, whatever the net; the
+    script's own clip ran (clipped=True), which is why the recurrent rule alone did not see it."""
+    from types import SimpleNamespace
+    from tools.triage import weigh_by_recurrence
+
+    lr = Finding(failure_mode="lr_too_high", confidence=0.84, summary="the loss rose while overfitting one batch")
+    ex = Finding(failure_mode="exploding_gradients", confidence=0.75,
+                 summary="clip_after_step: clip_grad_norm_ at line 212 runs after optimizer.step() at line 211",
+                 evidence=[Evidence(what="rule", value="clip_after_step", source="static_scan")])
+    weighed = sorted(weigh_by_recurrence([lr, ex], SimpleNamespace(clipped=True, modules=[])),
+                     key=lambda f: -f.confidence)
+    assert [f.failure_mode for f in weighed] == ["exploding_gradients", "lr_too_high"]
+    assert weighed[0].confidence == 0.84 and "move it before" in weighed[1].summary
+    # a large norm without the misplaced clip leaves the LR reading ahead
+    plain = ex.model_copy(update={"evidence": [], "summary": "global gradient norm 65 is above 10"})
+    assert weigh_by_recurrence([lr, plain], SimpleNamespace(clipped=True, modules=[]))[0] is lr
+
 def test_a_loss_fed_probabilities_explains_an_lr_that_reads_too_low():
     """Dev weld_defect_proba_head: a sigmoid head into binary_cross_entropy_with_logits (loss_function 0.97). The
     one-batch test crawls (28% of the loss gone) and an lr_too_low hedge reached 0.62 with a 'confirm lr_too_low'

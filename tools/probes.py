@@ -260,6 +260,17 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
     # "no_update" with a gradient a million times below the largest is a vanishing gradient that rounds
     # away in float32, not a parameter the optimizer skips
     max_g = max((p.grad_norm for p in trainable if is_finite(p.grad_norm)), default=0.0)
+    adaptive = any((rep.optimizer or "").startswith(a) for a in ADAPTIVE)
+
+    def resolvable(p) -> bool:
+        # the step this parameter should take (lr x grad for SGD, ~lr per element for an adaptive optimizer) must
+        # be above float32's resolution of its weights; below it the update rounds away: weights that have
+        # diverged to 1e7 stand still under any finite step (blind dev syslog_char_lstm_lm, clipping after the
+        # step at lr 20: its LSTM read as frozen at 0.9)
+        if not (is_finite(p.weight_norm) and p.lr and is_finite(p.grad_norm)):
+            return True
+        step = p.lr * (math.prod(p.shape) ** 0.5 if adaptive else p.grad_norm)
+        return step >= 1e-6 * p.weight_norm
     if trainable and all("lr_zero" in p.flags for p in trainable):
         # every group at lr 0 is the schedule's value at this step (a warmup from 0, a decay that ended), not a
         # parameter left out
@@ -273,7 +284,8 @@ def grad_findings(rep: GradNormReport) -> list[Finding]:
         trainable = [p for p in trainable if "lr_zero" not in p.flags]
     frozen = [p for p in trainable if p.grad_norm not in (None, 0.0)
               and ({"not_in_optimizer", "lr_zero"} & set(p.flags)
-                   or ("no_update" in p.flags and is_finite(p.grad_norm) and p.grad_norm >= 1e-6 * max_g))]
+                   or ("no_update" in p.flags and is_finite(p.grad_norm) and p.grad_norm >= 1e-6 * max_g
+                       and resolvable(p)))]
     if frozen:
         why = {f for p in frozen for f in p.flags if f in ("not_in_optimizer", "lr_zero", "no_update")}
         # when every weight that does move moves by < 1e-5 of itself, a few that do not move at all are the same

@@ -588,20 +588,26 @@ def weigh_by_learning(findings: list[Finding], overfit, log_loss, log_val=None) 
 def weigh_by_recurrence(findings: list[Finding], script_grads) -> list[Finding]:
     """In a recurrent net whose loop never clips (measured in the user's script), a gradient norm that blows up
     is the recurrence's explosion, which clipping fixes (Pascanu, Mikolov & Bengio 2013); a divergence read as
-    'the LR' is then the alternative, not the cause (lowering the LR is the anti-pattern there)."""
+    'the LR' is then the alternative, not the cause (lowering the LR is the anti-pattern there). The same holds
+    for a loop that clips after optimizer.step(), in any net."""
     from tools.probes import RECURRENT
 
     unclipped = (script_grads is not None and getattr(script_grads, "clipped", None) is False
                  and any(m.type in RECURRENT for m in getattr(script_grads, "modules", [])))
     by = {f.failure_mode: f for f in findings}
     lr, ex = by.get("lr_too_high"), by.get("exploding_gradients")
-    if not unclipped or lr is None or ex is None or not ex.facts.get("unclipped_recurrent") \
-            or ex.confidence > lr.confidence:
+    if lr is None or ex is None or ex.confidence > lr.confidence:
+        return findings
+    # a clip that runs after optimizer.step() leaves every step unclipped just the same, whatever the net: the LR
+    # was chosen for clipped steps (blind dev syslog_char_lstm_lm: SGD at lr 20 with a 0.25 clip after the step)
+    late = from_rule(ex, "clip_after_step")
+    if not (late or (unclipped and ex.facts.get("unclipped_recurrent"))):
         return findings
     lead = max(ex.confidence, lr.confidence)
+    why = "the clip runs after the step: move it before" if late else "in a recurrent net that never clips: clip first"
     out = [f.model_copy(update={"confidence": lead}) if f is ex else
            f.model_copy(update={"confidence": max(0.0, lead - 0.05),
-                                "summary": f"{f.summary} (in a recurrent net that never clips: clip first)",
+                                "summary": f"{f.summary} ({why})",
                                 "facts": {**f.facts, "waits_for_clipping": True}})
            if f is lr else f for f in findings]
     return out
