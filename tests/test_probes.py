@@ -1788,6 +1788,130 @@ def test_a_validation_loader_prepared_apart_from_training_is_named(workspace, va
         assert found[0].confidence >= 0.5 and rep.split_shift["apart"]["mean_shift_sd"] > 1
 
 
+CLAMPED_IMAGES = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    def images(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        y = torch.randint(0, 2, (n,), generator=g)
+        x = 0.45 + 0.1 * torch.randn(n, 1, 16, 16, generator=g)
+        x[y == 1, :, 6:10, :] -= 0.3  # a dark crack across the cell
+        return BACKGROUND, y
+
+    class Cells(Dataset):
+        def __init__(self, x, y, mu, sd, augment):
+            self.x, self.y, self.mu, self.sd, self.augment = x, y, mu, sd, augment
+
+        def __len__(self):
+            return len(self.x)
+
+        def jitter(self, img):
+            b = 1 + 0.5 * (torch.rand(1).item() - 0.5)
+            return (img * b).clamp(0, 1)
+
+        def cutout(self, img):
+            img = img.clone()
+            img[:, :6, :6] = 0.0
+            return img
+
+        def __getitem__(self, i):
+            img = self.x[i]
+            ORDER
+            return img, self.y[i]
+
+    def make_target():
+        torch.manual_seed(0)
+        (xt, yt), (xv, yv) = images(512, 0), images(256, 1)
+        mu, sd = xt.mean(), xt.std()
+        train = DataLoader(Cells(xt, yt, mu, sd, True), batch_size=64, shuffle=True)
+        val = DataLoader(Cells(xv, yv, mu, sd, False), batch_size=128)
+        model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                              nn.Flatten(), nn.Linear(8, 2))
+        return {"model": model, "data": list(train)[:4], "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+                "num_classes": 2, "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3)}
+"""
+CLAMP_AFTER_NORM = ("img = (img - self.mu) / self.sd\n            img = self.jitter(img) if self.augment and "
+                    "torch.rand(1).item() < 0.8 else img")
+CLAMP_BEFORE_NORM = ("img = self.jitter(img) if self.augment and torch.rand(1).item() < 0.8 else img\n"
+                     "            img = (img - self.mu) / self.sd")
+CUTOUT_RAW = ("img = self.cutout(img) if self.augment and torch.rand(1).item() < 0.5 else img\n"
+              "            img = (img - self.mu) / self.sd")
+BLACK_EDGE = "torch.where(torch.arange(16) < 5, torch.zeros(()), x.clamp(0, 1))"
+
+
+@pytest.mark.parametrize("order, background, clipped", [
+    (CLAMP_AFTER_NORM, "x.clamp(0, 1)", True),
+    (CLAMP_BEFORE_NORM, "x.clamp(0, 1)", False),
+    (CUTOUT_RAW, "x.clamp(0, 1)", False),
+    (CLAMP_BEFORE_NORM, BLACK_EDGE, False)])
+def test_a_clamp_on_normalised_training_images_is_named(workspace, order, background, clipped):
+    """Dev solar_cell_el_defect_cnn: a brightness jitter that clamps to [0, 1], placed after Normalize in the
+    training transform, zeroes every below-average pixel of most training images, while validation (no jitter)
+    keeps them: training samples pile up at 0, a bound half of validation's values lie below. The same jitter
+    before Normalize, a cutout of raw pixels (its zeros are the clean images' black too) or a black border in
+    every split piles up where validation does as well: not named."""
+    body = CLAMPED_IMAGES.replace("ORDER", order).replace("BACKGROUND", background)
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if "are clipped" in f.summary]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if clipped else []), (rep.split_shift, rep.text())
+    if clipped:
+        assert found[0].confidence >= 0.7 and found[0].facts.get("splits_apart")
+        assert "exactly at 0, their minimum" in found[0].summary, found[0].summary
+
+DENOISER_PATCHES = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+    def patches(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        base = torch.randn(n, 1, 20, 20, generator=g)
+        return F.avg_pool2d(base, 3, 1, 1)  # a smooth texture: neighbours alike, no canonical orientation
+
+    class Patches(Dataset):
+        def __init__(self, x, augment):
+            self.x, self.augment = x, augment
+            self.g = torch.Generator().manual_seed(3)
+
+        def __len__(self):
+            return len(self.x)
+
+        def shift(self, img):
+            k = int(torch.randint(1, 5, (1,), generator=self.g))
+            return torch.roll(img.flip(-1), k, dims=-2)
+
+        def __getitem__(self, i):
+            clean = self.x[i]
+            x = self.shift(clean) if self.augment else clean
+            noisy = x + 0.3 * torch.randn(x.shape, generator=self.g)
+            return noisy, RETURNED
+
+    def make_target():
+        torch.manual_seed(0)
+        train = DataLoader(Patches(patches(256, 0), True), batch_size=32, shuffle=True)
+        val = DataLoader(Patches(patches(128, 1), False), batch_size=64)
+        model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 3, padding=1))
+        return {"model": model, "data": list(train)[:4], "loss_fn": lambda m, b: F.mse_loss(m(b[0]), b[1]),
+                "task": "regression", "make_optimizer": lambda p: torch.optim.Adam(p, lr=1e-3)}
+"""
+
+
+@pytest.mark.parametrize("returned, misaligned", [("clean", True), ("x", False)])
+def test_a_target_the_augmentation_left_behind_is_named(workspace, returned, misaligned):
+    """Dev micrograph_texture_denoising_conv_ae: the patch is flipped and rolled, noised as the input, and the
+    un-augmented patch is returned as the target: input and target correlate ~0 per sample in training and clearly
+    in validation (no augmentation). Returning the augmented patch lines them up in both: not named."""
+    body = DENOISER_PATCHES.replace("RETURNED", returned)
+    rep = run(lambda: P.data_check(workspace, inline_target(workspace, body)))
+    found = [f for f in rep.findings if "do not line up" in f.summary]
+    assert [f.failure_mode for f in found] == (["data_pipeline"] if misaligned else []), (rep.split_shift, rep.text())
+    if misaligned:
+        assert found[0].confidence >= 0.7 and found[0].facts.get("splits_apart"), found[0].summary
+
 REGRESSION_SPLITS = """
     import torch
     from torch import nn

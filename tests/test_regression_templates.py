@@ -1445,6 +1445,35 @@ def test_a_validation_loader_prepared_apart_fails_its_test(workspace):
     assert rerun.passes_now, rerun.text()
 
 
+def test_a_clamp_on_normalised_training_images_fails_the_splits_test(workspace):
+    """Dev solar_cell_el_defect_cnn's kind: a jitter that clamps to [0, 1] after Normalize, in training only. The
+    loaders' means and spreads stay within the shift limits, so the clip itself must fail the splits test; the
+    jitter moved before Normalize passes it."""
+    from test_probes import CLAMP_AFTER_NORM, CLAMP_BEFORE_NORM, CLAMPED_IMAGES
+
+    body = CLAMPED_IMAGES.replace("BACKGROUND", "x.clamp(0, 1)")
+    (workspace / "train.py").write_text(textwrap.dedent(body.replace("ORDER", CLAMP_AFTER_NORM)))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={"only": ["test_every_loader_is_fed_like_the_training_batches"], "splits_alike": True})
+    assert report.fails_now and "where the training samples are clipped" in report.failure_message, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(body.replace("ORDER", CLAMP_BEFORE_NORM)))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
+def test_a_target_the_augmentation_left_behind_fails_the_splits_test(workspace):
+    """Dev micrograph_texture_denoising_conv_ae's kind: the input augmented, the target not. Means and spreads
+    match across the loaders, so the pairing itself must fail the splits test; returning the augmented sample
+    passes it."""
+    from test_probes import DENOISER_PATCHES
+
+    (workspace / "train.py").write_text(textwrap.dedent(DENOISER_PATCHES.replace("RETURNED", "clean")))
+    report = _write(workspace, failure_mode="data_pipeline", target="train.py:make_target",
+                    params={"only": ["test_every_loader_is_fed_like_the_training_batches"], "splits_alike": True})
+    assert report.fails_now and "training's only" in report.failure_message, report.text()
+    (workspace / "train.py").write_text(textwrap.dedent(DENOISER_PATCHES.replace("RETURNED", "x")))
+    rerun = _rerun(workspace, report.path)
+    assert rerun.passes_now, rerun.text()
+
 def test_a_regression_target_scaled_on_one_split_only_fails_the_splits_test(workspace):
     """The target standardised for training and raw for validation: splits_alike compares float targets too."""
     from test_probes import REGRESSION_SPLITS

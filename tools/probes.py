@@ -1877,6 +1877,54 @@ def split_shift_finding(shift: dict | None, src: str) -> Finding | None:
         facts={"splits_apart": True})
 
 
+def clipped_in_training_finding(shift: dict | None, src: str) -> Finding | None:
+    """Training samples piled up at one bound that another split's values cross: a clamp that runs on the training
+    side only, in units it was not written for (a colour jitter that clamps to [0, 1] placed after Normalize blanks
+    every below-average pixel). The model trains on clipped inputs and is scored on whole ones."""
+    c = (shift or {}).get("clipped")
+    if not c or (shift or {}).get("apart"):
+        return None
+    below = "below" if c["side"] == "min" else "above"
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=f"training inputs {c['input']} are clipped: in {c['samples']:.0%} of the training samples "
+                f"{c['pile']:.0%} of the values sit exactly at {c['bound']:.4g}, their {c['side']}imum, while "
+                f"{c['beyond']:.0%} of the values fed by the loader built at {c['where'] or '?'} ({c['dataset']}) "
+                f"lie {below} it (its range {c['other_range'][0]:.3g} to {c['other_range'][1]:.3g}): a clamp runs "
+                "on training inputs only, in units it was not meant for (a jitter that clamps to [0, 1] after "
+                "Normalize), so the model trains on blanked inputs and is scored on whole ones",
+        evidence=[Evidence(what=f"share of a clipped sample's values at {c['bound']:.4g}", value=c["pile"], source=src),
+                  Evidence(what="share of training samples clipped there", value=c["samples"], source=src),
+                  Evidence(what=f"share of the other loader's values {below} it", value=c["beyond"], source=src)],
+        location=c["where"],
+        fix="Run the clamping transform (ColorJitter, brightness/contrast, anything that clamps to [0, 1]) before "
+            "Normalize, on [0, 1] images; then check a training batch's range against validation's",
+        avoid="Do not drop the augmentation or regularise for overfitting: move the clamp to the units it expects",
+        facts={"splits_apart": True})
+
+
+def misaligned_targets_finding(shift: dict | None, src: str) -> Finding | None:
+    """A same-shaped target that lines up with its input in another loader but not in training: the training
+    augmentation moved the input and not the target (or the reverse), so the model learns the average over the
+    transforms: a blurred reconstruction, a smeared mask."""
+    m = (shift or {}).get("misaligned")
+    if not m or (shift or {}).get("apart"):
+        return None
+    return Finding(
+        failure_mode="data_pipeline", confidence=0.7,
+        summary=f"training targets {m['target']} do not line up with their inputs {m['input']}: a sample's input and "
+                f"target correlate a median {m['train']:.2f} in the training batches but {m['aligned']:.2f} in the "
+                f"loader built at {m['where'] or '?'} ({m['dataset']}): an augmentation (flip, roll, crop) moves "
+                "the input and not its target, so the model learns the average over the transforms",
+        evidence=[Evidence(what="median per-sample input/target correlation, training", value=m["train"], source=src),
+                  Evidence(what="the same in the other loader", value=m["aligned"], source=src)],
+        location=m["where"],
+        fix="Apply each geometric augmentation to the input and its target together (augment first, then corrupt "
+            "the input; return the augmented clean sample as the target); then check one training pair by eye",
+        avoid="Do not enlarge the model or train longer: no model can undo a transform it never sees",
+        facts={"splits_apart": True})
+
+
 def swamping_augmentation_finding(shift: dict | None, src: str) -> Finding | None:
     """A loader whose augmentation moves one feature several times that feature's own spread in the loader that
     does not augment: the model trains on noise where validation has the signal (jitter or a gain meant for
@@ -2159,7 +2207,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     pad = _padding_finding(raw.get("padding") or {}, src)
     if pad:
         rep.findings.append(pad)
-    shift = split_shift_finding(rep.split_shift, src) or swamping_augmentation_finding(rep.split_shift, src)
+    shift = (split_shift_finding(rep.split_shift, src) or misaligned_targets_finding(rep.split_shift, src)
+             or clipped_in_training_finding(rep.split_shift, src) or swamping_augmentation_finding(rep.split_shift, src))
     if shift:
         rep.findings.append(shift)
     unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)

@@ -788,6 +788,86 @@ def _pooled_shift(ts, other) -> tuple[float, float]:
     return abs(float(b.mean() - a.mean())) / sd, float(b.std()) / sd
 
 
+CLIP_PILE, CLIP_BEYOND = 0.2, 0.1
+
+
+def clipped_in_training(ts, reads, path) -> dict | None:
+    """Training samples piled up at one bound (CLIP_PILE of a sample's values exactly at its minimum or maximum,
+    the same value in a quarter of the samples or more) that another loader's values cross (CLIP_BEYOND of them
+    beyond it): a clamp runs on one side only, in units it was not written for (dev `solar_cell_el_defect_cnn`: a
+    brightness/contrast jitter that clamps to [0, 1], placed after Normalize, zeroes every below-average pixel of
+    80% of the training images). A black background piles up in every split alike, and a cutout that writes the
+    mean sits inside each sample's range: neither crosses."""
+    xs = [t.detach().float().reshape(len(t), -1) for t in ts if t.dim() >= 2 and t.shape[0] > 0]
+    if not xs or len({x.shape[1] for x in xs}) != 1 or xs[0].shape[1] < 16:
+        return None
+    x = torch.cat(xs)
+    best = None
+    for side in ("min", "max"):
+        ext = x.min(1).values if side == "min" else x.max(1).values
+        piled = (x == ext[:, None]).float().mean(1) >= CLIP_PILE
+        if float(piled.float().mean()) < 0.25 or not bool(torch.isfinite(ext[piled]).all()):
+            continue
+        bound = ext[piled].mode().values
+        at = piled & (ext == bound)
+        if float(at.float().mean()) < 0.25:
+            continue
+        pile = float((x[at] == bound).float().mean())
+        for loader, where, flat, _ in reads:
+            b = [t.detach().reshape(-1).float() for t in flat.get(path, []) if t.is_floating_point()]
+            b = torch.cat(b) if b else torch.zeros(0)
+            b = b[torch.isfinite(b)]
+            beyond = float(((b < bound) if side == "min" else (b > bound)).float().mean()) if len(b) else 0.0
+            if beyond >= CLIP_BEYOND and (best is None or beyond > best["beyond"]):
+                best = {"input": path, "side": side, "bound": float(bound), "samples": float(at.float().mean()),
+                        "pile": pile, "beyond": beyond, "where": where, "dataset": type(loader.dataset).__name__,
+                        "rows": len(loader.dataset), "other_range": [float(b.min()), float(b.max())]}
+    return best
+
+
+ALIGNED_ELSEWHERE, MISALIGNED_SHARE = 0.3, 0.5
+
+
+def _sample_corr(xs, ys) -> float | None:
+    """Median over samples of the correlation between a sample's input values and its same-shaped target's."""
+    rs = []
+    for x, y in zip(xs, ys):
+        if x.shape != y.shape or len(x) == 0:
+            continue
+        a, b = x.detach().float().reshape(len(x), -1), y.detach().float().reshape(len(y), -1)
+        a, b = a - a.mean(1, keepdim=True), b - b.mean(1, keepdim=True)
+        rs.append((a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-12))
+    r = torch.cat(rs) if rs else torch.zeros(0)
+    r = r[torch.isfinite(r)]
+    return float(r.median()) if len(r) >= 8 else None
+
+
+def misaligned_targets(tensors: dict, label_key, reads) -> dict | None:
+    """A target shaped like its input (a denoiser's clean image, a segmentation mask, a forecast window) that lines
+    up with the input in another loader but not in training: an augmentation (a flip, a roll, a crop) moved one and
+    not the other (dev `micrograph_texture_denoising_conv_ae`: the augmented patch noised as input, the un-augmented
+    patch returned as target: per-sample correlation 0.01 in training, 0.61 in validation)."""
+    ys = tensors.get(label_key) if label_key else None
+    if not ys or not ys[0].is_floating_point() or ys[0].dim() < 2:
+        return None
+    best = None
+    for path, xs in tensors.items():
+        if path == label_key or not xs[0].is_floating_point() or xs[0].shape[1:] != ys[0].shape[1:]:
+            continue
+        train = _sample_corr(xs, ys)
+        if train is None:
+            continue
+        for loader, where, flat, _ in reads:
+            other = _sample_corr(flat.get(path, []), flat.get(label_key, []))
+            if other is None or other < ALIGNED_ELSEWHERE or train > MISALIGNED_SHARE * other \
+                    or other - train < 0.25:
+                continue
+            if best is None or other - train > best["aligned"] - best["train"]:
+                best = {"input": path, "target": label_key, "train": train, "aligned": other, "where": where,
+                        "dataset": type(loader.dataset).__name__}
+    return best
+
+
 def split_shift(target, tensors: dict, label_key) -> dict | None:
     """Are the loaders the factory built fed the same way as training? Each float input's per-feature mean and
     spread in every loader (read through its own collate_fn) against the training batches': one loader matches
@@ -837,7 +917,10 @@ def split_shift(target, tensors: dict, label_key) -> dict | None:
              or not 1 / SPREAD_APART < o["spread_ratio"] < SPREAD_APART]
     worst = max(out, key=lambda o: o["mean_shift_sd"] + abs(math.log(max(o["spread_ratio"], 1e-9))))
     swamped = [sw for sw in (augmentation_swamps(reads, path) for path in tensors) if sw]
-    return {"loaders": len(reads), "matched": bool(matched),
+    clipped = [c for c in (clipped_in_training(ts, reads, path) for path, ts in tensors.items()
+                           if path != label_key and ts[0].is_floating_point()) if c]
+    return {"loaders": len(reads), "matched": bool(matched), "clipped": clipped[0] if clipped else None,
+            "misaligned": misaligned_targets(tensors, label_key, reads),
             "apart": apart[0] if matched and apart else None, "worst": worst,
             "augmentation_swamps": max(swamped, key=lambda sw: sw["noise_over_clean_sd"]) if swamped else None}
 
