@@ -853,6 +853,15 @@ def test_a_mean_reconstruction_beside_a_summed_kl_weighs_the_kl_by_the_input_siz
     # a pixel MSE read as a metric beside the ELBO terms is not a loss term
     metric = inject(LIT_VAE, "return recon, kld", "mse = F.mse_loss(torch.sigmoid(logits), x).item()\n        return recon, kld")
     assert scan(metric) == []
+    # blind dev ecg_beat_conv1d_vae_kl_warmup: a squared error summed per sample is the objective; the per-element
+    # MSE returned beside it is a metric for the log
+    beside = ("def vae_terms(model, x):\n    xhat, mu, logvar = model(x)\n"
+              "    recon = 0.5 * ((xhat - x) ** 2).sum(dim=(1, 2)) / 0.1 ** 2\n"
+              "    kl = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(dim=1)\n"
+              "    return recon.mean(), kl.mean(), F.mse_loss(xhat, x)\n")
+    assert "kl_against_mean_reconstruction" not in scan("import torch.nn.functional as F\n" + beside)
+    assert "kl_against_mean_reconstruction" in scan("import torch.nn.functional as F\n" + beside.replace(
+        "((xhat - x) ** 2).sum(dim=(1, 2))", "((xhat - x) ** 2).mean(dim=(1, 2))"))
 
 def test_lightning_autoencoder_whose_decoder_ends_in_sigmoid_fed_to_bce_with_logits_through_self():
     code = """
