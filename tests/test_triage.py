@@ -327,6 +327,22 @@ def test_an_lr_verdict_needs_a_one_batch_test_at_another_lr_and_a_stalled_run():
     assert too_high.failure_mode == "lr_too_high" and "1/10" in too_high.summary and too_high.confidence < 0.5
 
 
+def test_a_one_batch_crawl_in_a_run_that_learns_does_not_lift_the_logs_lr_reading():
+    """Blind dev review_sentiment_transformer_finetune (healthy): a head over a frozen encoder fell 39% on one batch,
+    a tenth of the LR did no better, and the log's loss fell steadily ("slow burn", 0.45). The crawl is the same slow
+    progress read again, so the two merge to the log's 0.45, not to a 0.61 verdict; alone it stays what it was."""
+    from tools.triage import crawl_beside_learning
+
+    rep = _overfit(3e-3, "slow", 0.68, 0.41)
+    rep.findings = [Finding(failure_mode="lr_too_low", confidence=0.3, summary="the loss fell only 39% of the way")]
+    burn = Finding(failure_mode="lr_too_low", confidence=0.45, summary="slow burn: loss falls steadily")
+    both = merge_findings([("log_metrics", burn), ("overfit_test", rep.findings[0])])
+    assert both[0].confidence > 0.6  # read as two signals, they would make a verdict
+    crawl = crawl_beside_learning(rep).findings[0]
+    assert crawl.confidence == 0.3
+    merged = merge_findings([("log_metrics", burn), ("overfit_test", crawl)])
+    assert [f.failure_mode for f in merged] == ["lr_too_low"] and merged[0].confidence == 0.45
+
 def test_validation_that_learnt_and_levelled_off_makes_a_stalled_run_the_datas_limit_not_the_lr():
     """Dev healthy_courier_agg_join: noisy labels, Adam 1e-3; train loss 0.680 -> 0.575 (barely fell), one batch
     58% at the run's LR and 95% at 30x, but val_loss went 0.665 -> 0.591 by epoch 19 and sat there (0.593 at the

@@ -472,6 +472,16 @@ def val_stopped_improving(val) -> bool:
             and val.trend in ("flat", "increasing"))
 
 
+def crawl_beside_learning(rep: "probes.OverfitReport") -> "probes.OverfitReport":
+    """A one-batch crawl in a run whose log shows it learning is one more reading of the same slow progress at the
+    same LR, not a second signal: it must not lift the log's own LR reading to a verdict when they merge (blind dev
+    review_sentiment_transformer_finetune, healthy: a head over a frozen encoder crawled on one batch, and that 0.3
+    beside the log's "slow burn" 0.45 read lr_too_low 0.61)."""
+    rep.findings = [f.model_copy(update={"facts": {**f.facts, "reads_log": True}}) if f.failure_mode == "lr_too_low"
+                    else f for f in rep.findings]
+    return rep
+
+
 def lr_off(slow: "probes.OverfitReport", other: "probes.OverfitReport", log_loss, log_val=None) -> Finding:
     """lr_too_low (or lr_too_high) when the batch the model could not learn at its LR is learnt at a larger (smaller)
     one. Two signals must agree for a verdict (>= 0.5): that experiment, and a run whose logged loss barely fell.
@@ -1686,8 +1696,10 @@ async def run_triage(
                 lr_off(rep, lower, log_loss(), log_val())]
             return rep
         left = t - (time.monotonic() - began)
-        if (log_loss() is not None and not stalled(log_loss())) or left < 10:
-            return rep  # the run learns: a larger LR could only add a hypothesis, not a verdict
+        if log_loss() is not None and not stalled(log_loss()):
+            return crawl_beside_learning(rep)  # a larger LR could only add a hypothesis, not a verdict
+        if left < 10:
+            return rep
         try:
             faster = await probes.overfit_test(w, target, 200, rep.lr * LR_PROBE_FACTOR, py, left, prog)
         except TriageError:
