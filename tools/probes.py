@@ -2208,7 +2208,8 @@ def data_report_from(raw: dict, **fields) -> DataCheckReport:
     if pad:
         rep.findings.append(pad)
     shift = (split_shift_finding(rep.split_shift, src) or misaligned_targets_finding(rep.split_shift, src)
-             or clipped_in_training_finding(rep.split_shift, src) or swamping_augmentation_finding(rep.split_shift, src))
+             or clipped_in_training_finding(rep.split_shift, src)
+             or swamping_augmentation_finding(rep.split_shift, src))
     if shift:
         rep.findings.append(shift)
     unmixed = unmixed_batches_finding(rep.batch_mixing, rep.label_slot, src)
