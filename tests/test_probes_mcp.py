@@ -25,8 +25,11 @@ def _fork_servers() -> list:
 def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace, no_stray_processes):
     # no_stray_processes: the server's fork server (and all it forked) ends with the session
     _copy(workspace, "nan_log_zero", "bad_init", "healthy_mlp", "label_leakage", "lr_too_high")
-    from test_probes import _reader
+    from test_probes import CLAMP_AFTER_NORM, CLAMPED_IMAGES, DENOISER_PATCHES, _reader
     _reader(workspace, "last")
+    (workspace / "clamped.py").write_text(textwrap.dedent(
+        CLAMPED_IMAGES.replace("ORDER", CLAMP_AFTER_NORM).replace("BACKGROUND", "x.clamp(0, 1)")))
+    (workspace / "left_behind.py").write_text(textwrap.dedent(DENOISER_PATCHES.replace("RETURNED", "clean")))
     calls = [
         ("nan_hook_run", {"target": "nan_log_zero/train.py:make_target"}, lambda s: s["found"] and s["cause"] == "log(0)"),
         ("init_loss_check", {"target": "bad_init/train.py:make_target"}, lambda s: s["verdict"] == "too_high"),
@@ -40,6 +43,12 @@ def test_each_probe_tool_answers_on_a_real_example_over_stdio(workspace, no_stra
          lambda s: s["padding_output_change"] >= 1.0 and any(
              f["failure_mode"] == "data_pipeline" and f["confidence"] >= 0.75 and "in Reader.forward" in f["summary"]
              and f["location"].endswith("(Reader.forward)") and "lengths - 1" in f["fix"] for f in s["findings"])),
+        # training inputs clipped where validation is not; a target the augmentation left behind
+        ("data_check", {"target": "clamped.py:make_target"},
+         lambda s: any(f["failure_mode"] == "data_pipeline" and "are clipped" in f["summary"] for f in s["findings"])),
+        ("data_check", {"target": "left_behind.py:make_target"},
+         lambda s: any(f["failure_mode"] == "data_pipeline" and "do not line up" in f["summary"]
+                       for f in s["findings"])),
         ("lr_range_test", {"target": "lr_too_high/train.py:make_target", "steps": 60},
          lambda s: s["current_position"] in ("above", "diverging")),
     ]
