@@ -802,6 +802,11 @@ def clipped_in_training(ts, reads, path) -> dict | None:
     if not xs or len({x.shape[1] for x in xs}) != 1 or xs[0].shape[1] < 16:
         return None
     x = torch.cat(xs)
+    others = []  # each loader's finite values, flattened once for both sides
+    for loader, where, flat, _ in reads:
+        b = [t.detach().reshape(-1).float() for t in flat.get(path, []) if t.is_floating_point()]
+        b = torch.cat(b) if b else torch.zeros(0)
+        others.append((loader, where, b[torch.isfinite(b)]))
     best = None
     for side in ("min", "max"):
         ext = x.min(1).values if side == "min" else x.max(1).values
@@ -813,10 +818,7 @@ def clipped_in_training(ts, reads, path) -> dict | None:
         if float(at.float().mean()) < 0.25:
             continue
         pile = float((x[at] == bound).float().mean())
-        for loader, where, flat, _ in reads:
-            b = [t.detach().reshape(-1).float() for t in flat.get(path, []) if t.is_floating_point()]
-            b = torch.cat(b) if b else torch.zeros(0)
-            b = b[torch.isfinite(b)]
+        for loader, where, b in others:
             beyond = float(((b < bound) if side == "min" else (b > bound)).float().mean()) if len(b) else 0.0
             if beyond >= CLIP_BEYOND and (best is None or beyond > best["beyond"]):
                 best = {"input": path, "side": side, "bound": float(bound), "samples": float(at.float().mean()),
